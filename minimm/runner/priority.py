@@ -1,0 +1,54 @@
+"""Hook priorities: a lower number runs earlier.
+
+The nine named levels and ``get_priority`` are exactly MMEngine's (and MMCV's). A hook's priority may
+be given as a ``Priority`` member, its name in any case (``'Lowest'``), or an int in [0, 100].
+Hooks of equal priority run in the order they were registered (see ``Runner.register_hook``).
+"""
+from enum import Enum
+from typing import Union
+
+
+class Priority(Enum):
+    """Named hook priority levels."""
+
+    HIGHEST = 0
+    VERY_HIGH = 10
+    HIGH = 30
+    ABOVE_NORMAL = 40
+    NORMAL = 50
+    BELOW_NORMAL = 60
+    LOW = 70
+    VERY_LOW = 90
+    LOWEST = 100
+
+
+def get_priority(priority: Union[int, str, Priority]) -> int:
+    """Return the int value of a priority given as int, name or ``Priority``.
+
+    Raises ValueError for an int outside [0, 100], KeyError for an unknown name and TypeError for
+    anything else.
+    """
+    if isinstance(priority, bool):  # bool is an int subclass; True is no priority
+        raise TypeError('priority must be an integer or Priority enum value')
+    if isinstance(priority, int):
+        if priority < 0 or priority > 100:
+            raise ValueError('priority must be between 0 and 100')
+        return priority
+    if isinstance(priority, Priority):
+        return priority.value
+    if isinstance(priority, str):
+        try:
+            return Priority[priority.upper()].value
+        except KeyError:
+            raise KeyError(f'unknown priority {priority!r}; use one of '
+                           f'{[p.name for p in Priority]} or an int in [0, 100]') from None
+    raise TypeError('priority must be an integer or Priority enum value')
+
+
+def priority_name(priority: Union[int, str, Priority]) -> str:
+    """The level name for display (``'NORMAL'``), or the number when it has no name (``'49'``)."""
+    value = get_priority(priority)
+    try:
+        return Priority(value).name
+    except ValueError:
+        return str(value)
