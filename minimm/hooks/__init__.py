@@ -1,0 +1,8 @@
+"""The built-in hooks. Importing this package registers every one of them in ``HOOKS``.
+
+That is the whole registration mechanism: each hook module decorates its class with
+``@HOOKS.register_module()``, and the decorator runs when the module is imported here.
+"""
+from .hook import Hook
+from .checkpoint_hook import CheckpointHook
+from .sampler_seed_hook import DistSamplerSeedHook

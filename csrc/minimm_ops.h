@@ -1,0 +1,100 @@
+// Shared declarations of minimm's native ops: the averaging rules, the persistent EMA plan and
+// the input checks. Included by the op registration, the CPU kernels and the CUDA kernels.
+//
+// The numbers are defined by the PyTorch twins in minimm/ops (ema_update_ref, pack_ref, ...):
+// every floating update is computed in the "accumulate" type (double for a double EMA, float for
+// everything else) as three separately rounded operations
+//     d = src - ema;   p = weight * d;   ema = ema + p
+// and rounded once to the EMA's dtype. No fused multiply-add is allowed to contract them (the
+// CPU sources are compiled with -ffp-contract=off, the CUDA kernels use the __*_rn intrinsics),
+// so the kernels agree bit for bit with the twins on every machine.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace minimm {
+
+// How the weight of the new value is chosen; the values match minimm/ops/ema.py RULES.
+enum RuleKind : int64_t { kFixed = 0, kEMA = 1, kAnneal = 2, kSWA = 3 };
+
+// What one call of MMEngine's update_parameters does, decided from the step counter *before*
+// it is incremented: the first call copies, then every `interval`-th call averages.
+enum StepAction : int { kCopy = 0, kAverage = 1, kSkip = 2 };
+
+// Everything a kernel needs to find its weight. Plain data, so it can be a CUDA kernel argument
+// and the step counter can be read on the device (no host synchronisation).
+struct WeightSource {
+  int64_t kind;             // RuleKind
+  double momentum;          // kFixed: the weight itself; kEMA / kAnneal: the momentum
+  double gamma;             // kAnneal only
+  int64_t interval;         // kEMA, kAnneal, kSWA
+  const int64_t* steps;     // the step counter (plan steps); null for kFixed
+  const double* weight;     // kFixed with a weight tensor on the device; else null
+};
+
+C10_HOST_DEVICE inline int step_action(const WeightSource& w) {
+  if (w.kind == kFixed) return kAverage;
+  const int64_t steps = *w.steps;
+  if (steps == 0) return kCopy;
+  return steps % w.interval == 0 ? kAverage : kSkip;
+}
+
+// The weight of the new value, computed in double exactly as MMEngine computes it in Python.
+C10_HOST_DEVICE inline double step_weight(const WeightSource& w) {
+  switch (w.kind) {
+    case kFixed: return w.weight ? *w.weight : w.momentum;
+    case kEMA: return w.momentum;
+    case kAnneal: {
+      const double annealed = w.gamma / (w.gamma + static_cast<double>(*w.steps));
+      return annealed > w.momentum ? annealed : w.momentum;
+    }
+    default:  // kSWA: the running arithmetic mean over the averaging calls
+      return 1.0 / static_cast<double>(*w.steps / w.interval + 1);
+  }
+}
+
+// Accumulate type: double for a double EMA, float otherwise (half/bfloat16 EMAs are updated in
+// float and rounded once).
+template <typename E> struct AccOf { using type = float; };
+template <> struct AccOf<double> { using type = double; };
+template <typename E> using acc_t = typename AccOf<E>::type;
+
+// The persistent plan: the (ema, src) pairs to average and the (ema, src) pairs to mirror on every
+// call, checked once here so that a step converts no Python lists. The tensors are held (not
+// raw pointers), so a step reads fresh data pointers and re-checks the cheap invariants in C++:
+// a source parameter replaced with `.data = ...` is followed, a changed shape is an error.
+struct EMAPlan : torch::CustomClassHolder {
+  std::vector<at::Tensor> ema, src, mirror_ema, mirror_src;
+  WeightSource rule;
+
+  EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src,
+          std::vector<at::Tensor> mirror_ema, std::vector<at::Tensor> mirror_src,
+          int64_t kind, double momentum, double gamma, int64_t interval);
+  int64_t size() const { return static_cast<int64_t>(ema.size() + mirror_ema.size()); }
+};
+
+// Checks shared by every kernel, run on every call (they cost nanoseconds per tensor and turn a
+// mistake into an error message instead of memory corruption): equal lengths, defined,
+// contiguous, equal shapes, one device. A floating pair may mix floating dtypes (an fp32 EMA of
+// an fp16 source); any other pair must have equal dtypes (it is copied byte for byte).
+void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const at::Device& device);
+// All tensors defined, contiguous and on `device`.
+void check_list(const char* op, at::TensorList tensors, const at::Device& device);
+
+// Where each tensor goes in pack's output: one flat tensor per dtype, in first-seen order.
+struct PackLayout {
+  std::vector<at::ScalarType> dtypes;  // one per flat tensor
+  std::vector<int64_t> group_numel;    // elements of each flat tensor
+  std::vector<int64_t> group_of;       // per input tensor: which flat tensor
+  std::vector<int64_t> offset_of;      // per input tensor: element offset in that flat tensor
+};
+PackLayout pack_layout(at::TensorList tensors);
+// Checks that `flats` match the layout of `tensors` (count, dtype, size, device, contiguity).
+void check_flats(const char* op, at::TensorList flats, const PackLayout& layout, const at::Device& device);
+
+}  // namespace minimm

@@ -1,0 +1,260 @@
+"""CheckpointHook: save checkpoints periodically, keep the newest N, and keep the best one.
+
+This hook decides *when* to save and *which files to keep*; ``Runner.save_checkpoint`` decides
+what goes into a file. Its state lives in the MessageHub (``last_ckpt``, ``keep_ckpt_ids``,
+``best_score``, ``best_ckpt``), which is saved in every checkpoint — that is how a resumed run
+still knows which old files to delete and which score to beat.
+
+* Periodic: after every ``interval`` epochs (``by_epoch=True``) or iterations, counted from
+  ``save_begin``, and at the end of training when ``save_last``. Files are ``epoch_{N}.pth`` or
+  ``iter_{N}.pth`` (``filename_tmpl``) in ``out_dir`` (default: the work dir; when set, the work
+  dir's name is appended), and ``work_dir/last_checkpoint`` names the newest one.
+* ``max_keep_ckpts``: the oldest periodic file is deleted when a new one would exceed the limit.
+* ``save_best``: after each validation, a metric (``'auto'`` = the first one; a list for several)
+  better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when not
+  given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the previous best.
+  The latest periodic checkpoint is then re-saved so the new best score is recorded in it.
+
+Left out compared with MMEngine: file backends and ``published_keys``; and unknown keyword
+arguments are rejected when the hook is built (MMEngine forwards them to ``save_checkpoint``, so a
+typo only fails at the first save).
+"""
+import os
+import os.path as osp
+import shutil
+from collections import deque
+from math import inf
+from typing import Dict, List, Optional, Sequence, Union
+
+from ..dist import is_main_process
+from ..registry import HOOKS
+from ..runner.checkpoint import write_last_checkpoint
+from .hook import Hook
+
+
+def _remove(path: str) -> bool:
+    if osp.isfile(path):
+        os.remove(path)
+        return True
+    if osp.isdir(path):
+        shutil.rmtree(path)
+        return True
+    return False
+
+
+@HOOKS.register_module()
+class CheckpointHook(Hook):
+    """Save checkpoints; see the module docstring. Arguments and defaults are MMEngine's."""
+
+    priority = 'VERY_LOW'
+    rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
+    init_value_map = {'greater': -inf, 'less': inf}
+    _default_greater_keys = ['acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'mDice', 'mIoU',
+                             'mAcc', 'aAcc']
+    _default_less_keys = ['loss']
+
+    def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
+                 save_param_scheduler: bool = True, out_dir: Optional[str] = None,
+                 max_keep_ckpts: int = -1, save_last: bool = True,
+                 save_best: Union[str, List[str], None] = None,
+                 rule: Union[str, List[str], None] = None,
+                 greater_keys: Optional[Sequence[str]] = None,
+                 less_keys: Optional[Sequence[str]] = None, file_client_args=None,
+                 filename_tmpl: Optional[str] = None, backend_args=None, published_keys=None,
+                 save_begin: int = 0):
+        if file_client_args is not None or backend_args is not None:
+            raise ValueError('file backends are not supported: checkpoints go to local folders')
+        if published_keys is not None:
+            raise ValueError('published_keys is not supported by minimm')
+        if save_begin < 0:
+            raise ValueError(f'save_begin should not be less than 0, but got {save_begin}')
+        self.interval = interval
+        self.by_epoch = by_epoch
+        self.save_optimizer = save_optimizer
+        self.save_param_scheduler = save_param_scheduler
+        self.out_dir = out_dir
+        self.max_keep_ckpts = max_keep_ckpts
+        self.save_last = save_last
+        self.save_begin = save_begin
+        self.filename_tmpl = filename_tmpl or ('epoch_{}.pth' if by_epoch else 'iter_{}.pth')
+
+        if isinstance(save_best, str):
+            save_best = [save_best]
+        if save_best is not None:
+            if not (isinstance(save_best, (list, tuple)) and all(isinstance(k, str)
+                                                                 for k in save_best)):
+                raise TypeError(f'save_best should be None, a str or a list of str, '
+                                f'but got {save_best!r}')
+            if 'auto' in save_best and len(save_best) != 1:
+                raise ValueError('"auto" must be the only key in save_best')
+            if len(set(save_best)) != len(save_best):
+                raise ValueError(f'duplicate keys in save_best: {save_best}')
+        self.save_best = list(save_best) if save_best is not None else None
+
+        rules = rule if isinstance(rule, (list, tuple)) else [rule]
+        if self.save_best is not None and len(rules) not in (1, len(self.save_best)):
+            raise ValueError('rule must be one rule or one per save_best key, '
+                             f'but got {len(rules)} rules for {len(self.save_best)} keys')
+        self.greater_keys = self._as_keys(greater_keys, self._default_greater_keys)
+        self.less_keys = self._as_keys(less_keys, self._default_less_keys)
+
+        self.is_better_than: Dict[str, callable] = {}
+        if self.save_best is not None:
+            self._init_rule(rules, self.save_best)
+            self.best_ckpt_path_dict: Dict[str, Optional[str]] = {}
+        self.last_ckpt: Optional[str] = None
+
+    @staticmethod
+    def _as_keys(keys, default: List[str]) -> List[str]:
+        if keys is None:
+            return default
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        if not all(isinstance(k, str) for k in keys):
+            raise TypeError(f'metric keys must be strings, but got {keys!r}')
+        return keys
+
+    def _init_rule(self, rules: list, key_indicators: List[str]) -> None:
+        """Pick 'greater' or 'less' per key: the given rule, else inferred from the key name
+        (exact match with greater_keys/less_keys first, then substring, case-insensitive)."""
+        if len(rules) == 1:
+            rules = rules * len(key_indicators)
+        greater = {k.lower() for k in self.greater_keys}
+        less = {k.lower() for k in self.less_keys}
+        self.rules = []
+        for rule, key in zip(rules, key_indicators):
+            if rule is not None and rule not in self.rule_map:
+                raise KeyError(f'rule must be greater, less or None, but got {rule}.')
+            if rule is None and key != 'auto':
+                name = key.lower()
+                if name in greater:
+                    rule = 'greater'
+                elif name in less:
+                    rule = 'less'
+                elif any(k in name for k in greater):
+                    rule = 'greater'
+                elif any(k in name for k in less):
+                    rule = 'less'
+                else:
+                    raise ValueError(f'Cannot infer the rule for key {key}, thus a specific rule '
+                                     'must be specified.')
+            if rule is not None:
+                self.is_better_than[key] = self.rule_map[rule]
+            self.rules.append(rule)
+        self.key_indicators = key_indicators
+
+    # ------------------------------------------------------------------ stages
+    def before_train(self, runner) -> None:
+        if self.out_dir is None:
+            self.out_dir = runner.work_dir
+        if self.out_dir != runner.work_dir:
+            self.out_dir = osp.join(self.out_dir, osp.basename(runner.work_dir.rstrip(osp.sep)))
+        runner.logger.info(f'Checkpoints will be saved to {self.out_dir}.')
+
+        hub = runner.message_hub
+        if self.save_best is not None:
+            if len(self.key_indicators) == 1:
+                self.best_ckpt_path_dict[self.key_indicators[0]] = hub.get_info('best_ckpt')
+            else:
+                for key in self.key_indicators:
+                    self.best_ckpt_path_dict[key] = hub.get_info(f'best_ckpt_{key}')
+
+        if self.max_keep_ckpts > 0:
+            keep_ckpt_ids = list(hub.get_info('keep_ckpt_ids', []))
+            # A resumed run may keep fewer files than the run that wrote the checkpoint.
+            while len(keep_ckpt_ids) > self.max_keep_ckpts:
+                step = keep_ckpt_ids.pop(0)
+                if is_main_process():
+                    _remove(osp.join(self.out_dir, self.filename_tmpl.format(step)))
+            self.keep_ckpt_ids: deque = deque(keep_ckpt_ids, self.max_keep_ckpts)
+
+    def after_train_epoch(self, runner) -> None:
+        if not self.by_epoch:
+            return
+        if self.every_n_epochs(runner, self.interval, self.save_begin) or (
+                self.save_last and self.is_last_train_epoch(runner)):
+            runner.logger.info(f'Saving checkpoint at {runner.epoch + 1} epochs')
+            self._save_checkpoint(runner)
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        if self.by_epoch:
+            return
+        if self.every_n_train_iters(runner, self.interval, self.save_begin) or (
+                self.save_last and self.is_last_train_iter(runner)):
+            runner.logger.info(f'Saving checkpoint at {runner.iter + 1} iterations')
+            self._save_checkpoint(runner)
+
+    def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
+        if not metrics:
+            runner.logger.warning('Since `metrics` is an empty dict, the behavior to save the '
+                                  'best checkpoint will be skipped in this evaluation.')
+            return
+        self._save_best_checkpoint(runner, metrics)
+
+    # ------------------------------------------------------------------ saving
+    def _save_checkpoint(self, runner) -> None:
+        if self.by_epoch:
+            step = runner.epoch + 1
+            meta = dict(epoch=step, iter=runner.iter)
+        else:
+            step = runner.iter + 1
+            meta = dict(epoch=runner.epoch, iter=step)
+        self._save_checkpoint_with_step(runner, step, meta)
+
+    def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
+        # Delete the oldest file first, so keep_ckpt_ids in the new checkpoint is already right.
+        if self.max_keep_ckpts > 0 and not (self.keep_ckpt_ids
+                                            and self.keep_ckpt_ids[-1] == step):
+            if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
+                oldest = self.keep_ckpt_ids.popleft()
+                if is_main_process():
+                    _remove(osp.join(self.out_dir, self.filename_tmpl.format(oldest)))
+            self.keep_ckpt_ids.append(step)
+            runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+
+        filename = self.filename_tmpl.format(step)
+        self.last_ckpt = osp.join(self.out_dir, filename)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        runner.save_checkpoint(self.out_dir, filename, save_optimizer=self.save_optimizer,
+                               save_param_scheduler=self.save_param_scheduler, meta=meta,
+                               by_epoch=self.by_epoch)
+        if is_main_process():
+            write_last_checkpoint(runner.work_dir, self.last_ckpt)
+
+    def _save_best_checkpoint(self, runner, metrics: Dict[str, float]) -> None:
+        if not self.save_best:
+            return
+        cur_type, cur_time = ('epoch', runner.epoch) if self.by_epoch else ('iter', runner.iter)
+        ckpt_filename = self.filename_tmpl.format(cur_time)
+        meta = dict(epoch=runner.epoch, iter=runner.iter)
+        if 'auto' in self.key_indicators:
+            self._init_rule(self.rules, [next(iter(metrics))])
+            self.best_ckpt_path_dict = {self.key_indicators[0]: self.best_ckpt_path_dict.get('auto')}
+
+        hub = runner.message_hub
+        single = len(self.key_indicators) == 1
+        best_ckpt_updated = False
+        for key, rule in zip(self.key_indicators, self.rules):
+            score = metrics[key]
+            score_key = 'best_score' if single else f'best_score_{key}'
+            ckpt_key = 'best_ckpt' if single else f'best_ckpt_{key}'
+            best_score = hub.get_info(score_key, self.init_value_map[rule])
+            if score is None or not self.is_better_than[key](score, best_score):
+                continue
+            best_ckpt_updated = True
+            hub.update_info(score_key, score)
+
+            previous = self.best_ckpt_path_dict.get(key)
+            if previous and is_main_process() and _remove(previous):
+                runner.logger.info(f'The previous best checkpoint {previous} is removed')
+            best_name = f'best_{key}_{ckpt_filename}'.replace('/', '_')
+            self.best_ckpt_path_dict[key] = osp.join(self.out_dir, best_name)
+            hub.update_info(ckpt_key, self.best_ckpt_path_dict[key])
+            runner.save_checkpoint(self.out_dir, filename=best_name, save_optimizer=False,
+                                   save_param_scheduler=False, meta=meta, by_epoch=False)
+            runner.logger.info(f'The best checkpoint with {score:0.4f} {key} at {cur_time} '
+                               f'{cur_type} is saved to {best_name}.')
+
+        # Re-save the latest periodic checkpoint so that it records the new best score and file;
+        # otherwise a run resumed from it would not know the new best file exists.
+        if best_ckpt_updated and self.last_ckpt is not None:
+            self._save_checkpoint_with_step(runner, cur_time, meta)

@@ -1,0 +1,13 @@
+"""Logging: MessageHub and HistoryBuffer, MMLogger, LogProcessor, Visualizer and its backends."""
+from .history_buffer import HistoryBuffer
+from .log_processor import LogProcessor
+from .logger import MMLogger, print_log
+from .manager import ManagerMixin
+from .message_hub import MessageHub
+from .vis_backend import (BaseVisBackend, LocalVisBackend, TensorboardVisBackend,
+                          config_pretty_text)
+from .visualizer import Visualizer
+
+__all__ = ['HistoryBuffer', 'LogProcessor', 'MMLogger', 'print_log', 'ManagerMixin', 'MessageHub',
+           'BaseVisBackend', 'LocalVisBackend', 'TensorboardVisBackend', 'config_pretty_text',
+           'Visualizer']

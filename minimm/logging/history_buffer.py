@@ -1,0 +1,106 @@
+"""HistoryBuffer: the recent values of one logged scalar, and statistics over them.
+
+Every scalar a run logs (``train/loss``, ``train/lr``, ``val/time``...) lives in a HistoryBuffer in
+the MessageHub. The LogProcessor then asks for a statistic: the mean over the last ``window_size``
+updates for losses and timings, the ``current`` (latest) value for everything else.
+
+As in MMEngine, ``update(value, count)`` stores the value and the count side by side and
+``mean`` is ``sum(values) / sum(counts)`` over the window: pass the *sum* of ``count`` samples as
+the value when you want a per-sample mean. Values are kept in numpy arrays, so statistics come back
+as numpy numbers (``np.float64`` is a ``float``, which matters for how the log line formats them).
+
+Different from MMEngine: ``state_dict()`` returns plain lists, so a checkpoint holding it can be
+read by ``torch.load(weights_only=True)``; ``HistoryBuffer(**state)`` rebuilds the buffer.
+"""
+import warnings
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+
+class HistoryBuffer:
+    """Values and counts of one scalar, at most ``max_length`` of each.
+
+    Args:
+        log_history: initial values.
+        count_history: initial counts, one per value.
+        max_length: how many updates to keep; older ones are dropped.
+    """
+
+    _statistics_methods: Dict[str, Callable] = {}
+
+    def __init__(self, log_history: Sequence = (), count_history: Sequence = (),
+                 max_length: int = 1000000):
+        if len(log_history) != len(count_history):
+            raise ValueError(f'log_history and count_history must have the same length, got '
+                             f'{len(log_history)} and {len(count_history)}')
+        if len(log_history) > max_length:
+            warnings.warn(f'The length of history buffer ({len(log_history)}) exceeds max_length '
+                          f'({max_length}); the oldest values are dropped.')
+        self.max_length = max_length
+        self._log_history = np.array(list(log_history)[-max_length:])
+        self._count_history = np.array(list(count_history)[-max_length:])
+
+    @classmethod
+    def register_statistics(cls, method: Callable) -> Callable:
+        """Decorator: make ``method(buffer, *args)`` callable as ``buffer.statistics(name, *args)``."""
+        cls._statistics_methods[method.__name__] = method
+        return method
+
+    def update(self, log_val, count: int = 1) -> None:
+        """Append one value with its count, dropping the oldest beyond ``max_length``."""
+        if not isinstance(log_val, (int, float)) or not isinstance(count, (int, float)):
+            raise TypeError(f'log_val and count must be int or float, got {type(log_val)} and '
+                            f'{type(count)}')
+        self._log_history = np.append(self._log_history, log_val)[-self.max_length:]
+        self._count_history = np.append(self._count_history, count)[-self.max_length:]
+
+    @property
+    def data(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``(log_history, count_history)`` as numpy arrays."""
+        return self._log_history, self._count_history
+
+    def statistics(self, method_name: str, *args, **kwargs):
+        """Call a registered statistic by name: ``statistics('mean', 10)``."""
+        if method_name not in self._statistics_methods:
+            raise KeyError(f'{method_name!r} is not a registered statistic; choose from '
+                           f'{sorted(self._statistics_methods)}')
+        return self._statistics_methods[method_name](self, *args, **kwargs)
+
+    def _window(self, window_size: Optional[int]) -> slice:
+        if window_size is None:
+            return slice(None)
+        if not isinstance(window_size, int) or window_size <= 0:
+            raise TypeError(f'window_size must be a positive int or None, got {window_size!r}')
+        return slice(-window_size, None)
+
+    def mean(self, window_size: Optional[int] = None):
+        """``sum(values) / sum(counts)`` over the last ``window_size`` updates (all when None)."""
+        window = self._window(window_size)
+        return self._log_history[window].sum() / self._count_history[window].sum()
+
+    def max(self, window_size: Optional[int] = None):
+        """Largest value among the last ``window_size`` updates."""
+        return self._log_history[self._window(window_size)].max()
+
+    def min(self, window_size: Optional[int] = None):
+        """Smallest value among the last ``window_size`` updates."""
+        return self._log_history[self._window(window_size)].min()
+
+    def current(self):
+        """The latest value."""
+        if len(self._log_history) == 0:
+            raise ValueError('HistoryBuffer is empty; call update first')
+        return self._log_history[-1]
+
+    def state_dict(self) -> dict:
+        """Plain-Python state (lists of numbers), accepted back by ``HistoryBuffer(**state)``."""
+        return {'log_history': self._log_history.tolist(),
+                'count_history': self._count_history.tolist(),
+                'max_length': self.max_length}
+
+
+# The built-in statistics are also reachable by name, so that LogProcessor's ``custom_cfg`` can say
+# ``method_name='max'`` (MMEngine's spelling).
+for _name in ('mean', 'max', 'min', 'current'):
+    HistoryBuffer.register_statistics(getattr(HistoryBuffer, _name))

@@ -1,0 +1,3 @@
+"""Models: BaseModel, the data preprocessor, the demo DigitsCNN (importing registers them)."""
+from .base_model import BaseDataPreprocessor, BaseModel
+from .digits_cnn import DigitsCNN

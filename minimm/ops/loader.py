@@ -1,0 +1,179 @@
+"""The one place that decides whether minimm's native ops are used, once per process.
+
+This file teaches how a PyTorch project ships optional C++/CUDA kernels without making them a
+hard dependency. The decision, in order:
+
+1. ``MINIMM_NO_EXT=1``: use the PyTorch fallback (the ``*_ref`` twins), no warning.
+2. A module prebuilt by ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
+3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
+   ``<repo>/.torch_extensions`` (git-ignored) for a checkout, else ``TORCH_EXTENSIONS_DIR`` or
+   torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
+4. Anything failing (no sources, no ninja, no compiler, build error): the fallback, with one
+   warning naming the reason. ``MINIMM_REQUIRE_EXT=1`` turns that into an error (for GPU checks).
+
+Nothing happens at import: the first op call (or :func:`backend_info`) decides, under a lock.
+Routing is per device: a CPU-only build has no CUDA kernels, so CUDA tensors then take the
+fallback, which is ``torch._foreach_*`` (fused kernels on a GPU).
+
+Left out: prebuilt-module staleness checks (rebuild after changing ``csrc/``), ROCm and Windows.
+"""
+import glob
+import importlib.machinery
+import logging
+import os
+import shutil
+import threading
+import time
+import warnings
+from typing import Dict, List, Optional
+
+import torch
+
+logger = logging.getLogger('minimm')
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(PACKAGE_DIR)
+CSRC_DIR = os.path.join(REPO_DIR, 'csrc')
+CPU_SOURCES = ['registration.cpp', 'cpu_kernels.cpp']
+CUDA_SOURCES = ['cuda_kernels.cu']
+# -ffp-contract=off: the kernels must round `ema + w * (src - ema)` exactly as the PyTorch twins
+# do (three roundings); a fused multiply-add would change the last bit on some machines.
+CXX_FLAGS = ['-O3', '-ffp-contract=off']
+NVCC_FLAGS = ['-O3', '--use_fast_math=false']
+
+
+def build_settings(with_cuda: bool) -> Dict[str, List[str]]:
+    """Sources and flags of the extension, shared by the JIT build and ``minimm_build.py``."""
+    sources = [os.path.join(CSRC_DIR, name) for name in CPU_SOURCES]
+    if with_cuda:
+        sources += [os.path.join(CSRC_DIR, name) for name in CUDA_SOURCES]
+    return {'sources': sources, 'extra_cflags': list(CXX_FLAGS), 'extra_cuda_cflags': list(NVCC_FLAGS)}
+
+
+class _Decision:
+    """What was decided: which devices have native kernels, and why."""
+
+    def __init__(self, devices: Dict[str, str], reasons: Dict[str, str], source: Optional[str]):
+        self.devices = devices    # device type -> 'native' or 'fallback'
+        self.reasons = reasons    # device type -> one line saying why
+        self.source = source      # 'prebuilt', 'jit' or None
+
+
+_lock = threading.Lock()
+_decision: Optional[_Decision] = None
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name) == '1'
+
+
+def _find_prebuilt() -> Optional[str]:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        matches = glob.glob(os.path.join(PACKAGE_DIR, '_C' + suffix))
+        if matches:
+            return matches[0]
+    return None
+
+
+def _cuda_toolkit() -> Optional[str]:
+    """The CUDA toolkit root to build with, or None when CUDA kernels cannot or need not be built."""
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return None
+    home = os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')
+    if home is None and shutil.which('nvcc'):
+        home = os.path.dirname(os.path.dirname(os.path.realpath(shutil.which('nvcc'))))
+    return home if home and os.path.exists(os.path.join(home, 'bin', 'nvcc')) else None
+
+
+def _build_directory(name: str) -> str:
+    """``<repo>/.torch_extensions/<name>`` in a checkout (git-ignored), else under
+    ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``."""
+    if os.path.exists(os.path.join(REPO_DIR, '.git')):
+        root = os.path.join(REPO_DIR, '.torch_extensions')
+    else:
+        root = os.environ.get('TORCH_EXTENSIONS_DIR') or os.path.expanduser('~/.cache/torch_extensions')
+    path = os.path.join(root, name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _jit_build(with_cuda: bool) -> str:
+    """Compile (or reuse the cached) extension and load it; returns the build directory."""
+    from torch.utils import cpp_extension
+    if not cpp_extension.is_ninja_available():
+        raise RuntimeError('ninja is not installed (pip install ninja)')
+    compiler = os.environ.get('CXX', 'c++')
+    if shutil.which(compiler) is None:
+        raise RuntimeError(f'no C++ compiler found ({compiler!r} is not on PATH)')
+    name = 'minimm_ext_cuda' if with_cuda else 'minimm_ext_cpu'
+    directory = _build_directory(name)
+    settings = build_settings(with_cuda)
+    library = os.path.join(directory, name + '.so')
+    newest_source = max(os.path.getmtime(s) for s in settings['sources'] + [os.path.join(CSRC_DIR, 'minimm_ops.h')])
+    if not os.path.exists(library) or os.path.getmtime(library) < newest_source:
+        print(f'minimm: compiling the native ops into {directory} (first use; this takes a few seconds'
+              f'{", more with CUDA" if with_cuda else ""})', flush=True)
+    start = time.perf_counter()
+    cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda, is_python_module=False,
+                       verbose=False, **settings)
+    logger.info('minimm: native ops loaded from %s in %.1f s', directory, time.perf_counter() - start)
+    return directory
+
+
+def _decide() -> _Decision:
+    if _flag('MINIMM_NO_EXT'):
+        why = 'MINIMM_NO_EXT=1'
+        return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why}, None)
+    try:
+        prebuilt = _find_prebuilt()
+        if prebuilt is not None:
+            torch.ops.load_library(prebuilt)
+            source, where = 'prebuilt', f'prebuilt module {prebuilt}'
+        elif not os.path.exists(os.path.join(CSRC_DIR, 'registration.cpp')):
+            raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (install with pip install -e .)')
+        else:
+            toolkit = _cuda_toolkit()
+            if toolkit is not None:
+                os.environ.setdefault('CUDA_HOME', toolkit)
+            source, where = 'jit', f'JIT build in {_jit_build(with_cuda=toolkit is not None)}'
+    except Exception as error:  # any build or load failure means: use the fallback, say why
+        why = f'{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error).strip() else ""}'
+        if _flag('MINIMM_REQUIRE_EXT'):
+            raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
+        warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
+        return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why}, None)
+    has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
+    if has_cuda:
+        cuda = ('native', where)
+    elif not torch.cuda.is_available():
+        cuda = ('fallback', 'no CUDA device (torch._foreach_* would be used)')
+    else:
+        cuda = ('fallback', 'the extension was built without CUDA kernels; torch._foreach_* is used')
+    if _flag('MINIMM_REQUIRE_EXT') and torch.cuda.is_available() and not has_cuda:
+        raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but {cuda[1]} (is the CUDA toolkit found? set CUDA_HOME)')
+    return _Decision({'cpu': 'native', 'cuda': cuda[0]}, {'cpu': where, 'cuda': cuda[1]}, source)
+
+
+def _get() -> _Decision:
+    global _decision
+    if _decision is None:
+        with _lock:
+            if _decision is None:
+                decision = _decide()
+                for device in ('cpu', 'cuda'):
+                    logger.info('minimm ops on %s: %s (%s)', device, decision.devices[device], decision.reasons[device])
+                _decision = decision
+    return _decision
+
+
+def native_for(device: torch.device) -> bool:
+    """Whether tensors on ``device`` go to the native kernels."""
+    return _get().devices.get(device.type) == 'native'
+
+
+def backend_info() -> Dict[str, Dict[str, str]]:
+    """Per device type, which backend the ops use and why, e.g.
+    ``{'cpu': {'backend': 'native', 'reason': 'JIT build in ...'}, 'cuda': {...}}``."""
+    decision = _get()
+    return {device: {'backend': decision.devices[device], 'reason': decision.reasons[device]}
+            for device in ('cpu', 'cuda')}

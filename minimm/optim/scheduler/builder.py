@@ -1,0 +1,48 @@
+"""build_param_scheduler: build one entry of the ``param_scheduler`` config.
+
+    param_scheduler = [
+        dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=5),
+        dict(type='CosineAnnealingLR', by_epoch=True, begin=0, end=12, convert_to_iter_based=True),
+    ]
+
+The runner calls this once per entry with the optimizer wrapper and the train dataloader's
+length. ``convert_to_iter_based=True`` builds through the class's ``build_iter_from_epoch``, so a
+schedule written in epochs is stepped every iteration (as MMEngine's ``build_scheduler_from_cfg``).
+When the runner has a train loop it also passes ``max_epochs``/``max_iters``: an entry without
+``end`` then ends with training (``max_epochs`` for by-epoch entries, ``max_iters`` otherwise), as
+MMEngine's ``Runner.build_param_scheduler`` does; this matters because some schedules (cosine's
+``T_max``, Linear/Poly's slope) are computed from ``end``. The caller's dict is never changed.
+"""
+from typing import Optional
+
+from ...registry import PARAM_SCHEDULERS
+from .param_scheduler import OptimizerType, _ParamScheduler
+
+
+def build_param_scheduler(cfg, optimizer: OptimizerType, epoch_length: Optional[int] = None,
+                          max_epochs: Optional[int] = None,
+                          max_iters: Optional[int] = None) -> _ParamScheduler:
+    """Build a scheduler for ``optimizer`` from ``cfg`` (a built scheduler is returned as is)."""
+    if isinstance(cfg, _ParamScheduler):
+        return cfg
+    if not isinstance(cfg, dict):
+        raise TypeError(f'a param_scheduler entry should be a dict or a built scheduler, but got '
+                        f'{type(cfg)}')
+    if 'type' not in cfg:
+        raise KeyError(f'a param_scheduler entry needs a `type`, but got {cfg}')
+    args = dict(cfg)
+    default_end = max_epochs if args.get('by_epoch', True) else max_iters
+    if default_end is not None:
+        args.setdefault('end', default_end)
+
+    if not args.pop('convert_to_iter_based', False):
+        return PARAM_SCHEDULERS.build(args, optimizer=optimizer)
+    scheduler_type = args.pop('type')
+    scheduler_cls = (PARAM_SCHEDULERS.get(scheduler_type) if isinstance(scheduler_type, str)
+                     else scheduler_type)
+    if scheduler_cls is None:
+        raise KeyError(PARAM_SCHEDULERS.not_found_message(scheduler_type))
+    if not hasattr(scheduler_cls, 'build_iter_from_epoch'):
+        raise TypeError(f'{scheduler_cls.__name__} does not support convert_to_iter_based')
+    return scheduler_cls.build_iter_from_epoch(optimizer=optimizer, epoch_length=epoch_length,
+                                               **args)

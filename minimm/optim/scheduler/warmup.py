@@ -1,0 +1,86 @@
+"""Warm-up schedules: ConstantParamScheduler and LinearParamScheduler (and their LR/Momentum forms).
+
+Both scale the starting value by a factor for the window ``[begin, end)`` and hand back the full
+value when it closes, which is what a warm-up is: a few small-lr steps before the main schedule.
+With ``t = last_step`` and ``T = end - begin - 1`` (the window's last step), run alone they give
+
+    Constant:  v_t = base * factor                                    for t < T, and base at t = T
+    Linear:    v_t = base * (start_factor + (end_factor - start_factor) * t / T)
+
+Note that with the default ``end=INF`` the constant factor never ends: set ``end``.
+"""
+from ...registry import PARAM_SCHEDULERS
+from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
+from .param_scheduler import INF, OptimizerType, _ParamScheduler
+
+
+def _check_factor(name: str, factor: float) -> None:
+    if not 0 <= factor <= 1:
+        raise ValueError(f'{name} should be between 0 and 1, but got {factor}')
+
+
+@PARAM_SCHEDULERS.register_module()
+class ConstantParamScheduler(_ParamScheduler):
+    """Multiply the value by ``factor`` until the window's last step, then restore it."""
+
+    def __init__(self, optimizer: OptimizerType, param_name: str, factor: float = 1.0 / 3,
+                 begin: int = 0, end: int = INF, last_step: int = -1, by_epoch: bool = True,
+                 verbose: bool = False):
+        _check_factor('factor', factor)
+        self.factor = factor
+        self.total_iters = end - begin - 1
+        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
+                         by_epoch=by_epoch, verbose=verbose)
+
+    def _get_value(self):
+        if self.last_step == 0:
+            return [v * self.factor for v in self._current_values()]
+        if self.last_step == self.total_iters:
+            return [v * (1.0 / self.factor) for v in self._current_values()]
+        return self._current_values()
+
+
+@PARAM_SCHEDULERS.register_module()
+class LinearParamScheduler(_ParamScheduler):
+    """Scale the value by a factor going linearly from ``start_factor`` to ``end_factor``."""
+
+    def __init__(self, optimizer: OptimizerType, param_name: str,
+                 start_factor: float = 1.0 / 3, end_factor: float = 1.0, begin: int = 0,
+                 end: int = INF, last_step: int = -1, by_epoch: bool = True,
+                 verbose: bool = False):
+        _check_factor('start_factor', start_factor)
+        _check_factor('end_factor', end_factor)
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = end - begin - 1
+        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
+                         by_epoch=by_epoch, verbose=verbose)
+
+    def _get_value(self):
+        if self.last_step == 0:
+            return [v * self.start_factor for v in self._current_values()]
+        # Ratio of this step's factor to the previous one's, so the update is chainable.
+        delta = self.end_factor - self.start_factor
+        ratio = 1. + delta / (self.total_iters * self.start_factor
+                              + (self.last_step - 1) * delta)
+        return [v * ratio for v in self._current_values()]
+
+
+@PARAM_SCHEDULERS.register_module()
+class ConstantLR(LRSchedulerMixin, ConstantParamScheduler):
+    """ConstantParamScheduler on ``lr``."""
+
+
+@PARAM_SCHEDULERS.register_module()
+class ConstantMomentum(MomentumSchedulerMixin, ConstantParamScheduler):
+    """ConstantParamScheduler on ``momentum``."""
+
+
+@PARAM_SCHEDULERS.register_module()
+class LinearLR(LRSchedulerMixin, LinearParamScheduler):
+    """LinearParamScheduler on ``lr``: the usual warm-up."""
+
+
+@PARAM_SCHEDULERS.register_module()
+class LinearMomentum(MomentumSchedulerMixin, LinearParamScheduler):
+    """LinearParamScheduler on ``momentum``."""

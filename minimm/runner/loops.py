@@ -1,0 +1,236 @@
+"""Loops: the code that decides *when* each hook stage is called.
+
+A loop owns a dataloader and the counters (``epoch``, ``iter``); the Runner delegates its
+``runner.epoch``/``runner.iter``/``max_epochs``/``max_iters`` properties to the train loop.
+The call sequence is MMEngine 0.10's, stage for stage:
+
+    EpochBasedTrainLoop: before_train, then per epoch
+        before_train_epoch, (before_train_iter, train_step, after_train_iter, iter += 1)*,
+        after_train_epoch, epoch += 1, [val_loop.run()]
+    and after_train at the end.
+    IterBasedTrainLoop: the whole run is one big "epoch"; batch_idx is the global iteration.
+    ValLoop / TestLoop: before_val, before_val_epoch, (before_val_iter, val_step, after_val_iter)*,
+        evaluate, after_val_epoch(metrics), after_val.
+
+Left out compared with MMEngine: ``dynamic_intervals``, fp16 validation, validation losses, and the
+2-second sleep MMEngine's infinite iterator takes between epochs (a multi-worker deadlock guard).
+"""
+import logging
+from typing import Dict, Union
+
+import torch
+from torch.utils.data import DataLoader
+
+from ..registry import LOOPS
+
+
+class BaseLoop:
+    """Holds the runner and a dataloader (built from a dict by the runner when needed)."""
+
+    def __init__(self, runner, dataloader: Union[DataLoader, dict]):
+        self._runner = runner
+        if isinstance(dataloader, dict):
+            diff_rank_seed = runner._randomness_cfg.get('diff_rank_seed', False)
+            self.dataloader = runner.build_dataloader(dataloader, seed=runner.seed,
+                                                      diff_rank_seed=diff_rank_seed)
+        else:
+            self.dataloader = dataloader
+
+    @property
+    def runner(self):
+        return self._runner
+
+    def run(self):
+        raise NotImplementedError
+
+
+@LOOPS.register_module()
+class EpochBasedTrainLoop(BaseLoop):
+    """Train for ``max_epochs`` epochs; validate after epoch ``e`` when ``e >= val_begin`` and
+    ``e % val_interval == 0`` or it is the last epoch."""
+
+    def __init__(self, runner, dataloader, max_epochs: int, val_begin: int = 1,
+                 val_interval: int = 1):
+        super().__init__(runner, dataloader)
+        if int(max_epochs) != max_epochs or max_epochs < 0:
+            raise ValueError(f'max_epochs must be a non-negative integer, but got {max_epochs}')
+        self._max_epochs = int(max_epochs)
+        self._max_iters = self._max_epochs * len(self.dataloader)
+        self._epoch = 0
+        self._iter = 0
+        self.val_begin = val_begin
+        self.val_interval = val_interval
+        # Set by EarlyStoppingHook to end training after the current epoch.
+        self.stop_training = False
+
+    @property
+    def max_epochs(self) -> int:
+        return self._max_epochs
+
+    @property
+    def max_iters(self) -> int:
+        return self._max_iters
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def iter(self) -> int:
+        return self._iter
+
+    def run(self) -> torch.nn.Module:
+        self.runner.call_hook('before_train')
+        while self._epoch < self._max_epochs and not self.stop_training:
+            self.run_epoch()
+            if (self.runner.val_loop is not None and self._epoch >= self.val_begin
+                    and (self._epoch % self.val_interval == 0
+                         or self._epoch == self._max_epochs)):
+                self.runner.val_loop.run()
+        self.runner.call_hook('after_train')
+        return self.runner.model
+
+    def run_epoch(self) -> None:
+        self.runner.call_hook('before_train_epoch')
+        self.runner.model.train()
+        for idx, data_batch in enumerate(self.dataloader):
+            self.run_iter(idx, data_batch)
+        self.runner.call_hook('after_train_epoch')
+        self._epoch += 1
+
+    def run_iter(self, idx: int, data_batch) -> None:
+        self.runner.call_hook('before_train_iter', batch_idx=idx, data_batch=data_batch)
+        # The optimizer step happens inside train_step (through the OptimWrapper).
+        outputs = self.runner.model.train_step(data_batch,
+                                               optim_wrapper=self.runner.optim_wrapper)
+        self.runner.call_hook('after_train_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)
+        self._iter += 1
+
+
+class _InfiniteDataloaderIterator:
+    """Iterate a dataloader forever, moving the sampler to the next epoch at each wrap-around."""
+
+    def __init__(self, dataloader: DataLoader):
+        self._dataloader = dataloader
+        self._iterator = iter(dataloader)
+        self._epoch = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            self._epoch += 1
+            sampler = getattr(self._dataloader, 'sampler', None)
+            if hasattr(sampler, 'set_epoch'):
+                sampler.set_epoch(self._epoch)
+            self._iterator = iter(self._dataloader)
+            return next(self._iterator)
+
+
+@LOOPS.register_module()
+class IterBasedTrainLoop(BaseLoop):
+    """Train for ``max_iters`` iterations; validate when ``iter >= val_begin`` and
+    ``iter % val_interval == 0`` or it is the last iteration."""
+
+    def __init__(self, runner, dataloader, max_iters: int, val_begin: int = 1,
+                 val_interval: int = 1000):
+        super().__init__(runner, dataloader)
+        if int(max_iters) != max_iters or max_iters < 0:
+            raise ValueError(f'max_iters must be a non-negative integer, but got {max_iters}')
+        self._max_iters = int(max_iters)
+        self._max_epochs = 1  # the whole run counts as one epoch, as in MMEngine
+        self._epoch = 0
+        self._iter = 0
+        self.val_begin = val_begin
+        self.val_interval = val_interval
+        self.stop_training = False
+        self.dataloader_iterator = _InfiniteDataloaderIterator(self.dataloader)
+
+    max_epochs = EpochBasedTrainLoop.max_epochs
+    max_iters = EpochBasedTrainLoop.max_iters
+    epoch = EpochBasedTrainLoop.epoch
+    iter = EpochBasedTrainLoop.iter
+
+    def run(self) -> torch.nn.Module:
+        self.runner.call_hook('before_train')
+        self.runner.call_hook('before_train_epoch')
+        if self._iter > 0:
+            # Resumed: skip the batches that were already trained on, so the data order matches
+            # an uninterrupted run.
+            self.runner.logger.log(logging.WARNING,
+                                   f'Advance dataloader {self._iter} steps to skip data that '
+                                   'has already been trained')
+            for _ in range(self._iter):
+                next(self.dataloader_iterator)
+        while self._iter < self._max_iters and not self.stop_training:
+            self.runner.model.train()
+            data_batch = next(self.dataloader_iterator)
+            self.run_iter(data_batch)
+            if (self.runner.val_loop is not None and self._iter >= self.val_begin
+                    and (self._iter % self.val_interval == 0
+                         or self._iter == self._max_iters)):
+                self.runner.val_loop.run()
+        self.runner.call_hook('after_train_epoch')
+        self.runner.call_hook('after_train')
+        return self.runner.model
+
+    def run_iter(self, data_batch) -> None:
+        self.runner.call_hook('before_train_iter', batch_idx=self._iter, data_batch=data_batch)
+        outputs = self.runner.model.train_step(data_batch,
+                                               optim_wrapper=self.runner.optim_wrapper)
+        self.runner.call_hook('after_train_iter', batch_idx=self._iter, data_batch=data_batch,
+                              outputs=outputs)
+        self._iter += 1
+
+
+class _EvalLoop(BaseLoop):
+    """The shared body of ValLoop and TestLoop; ``mode`` names the stages ('val' or 'test')."""
+
+    mode = 'val'
+
+    def __init__(self, runner, dataloader, evaluator):
+        super().__init__(runner, dataloader)
+        self.evaluator = runner.build_evaluator(evaluator)
+        metainfo = getattr(self.dataloader.dataset, 'metainfo', None)
+        if metainfo is not None:
+            self.evaluator.dataset_meta = metainfo
+
+    def run(self) -> Dict[str, float]:
+        mode = self.mode
+        self.runner.call_hook(f'before_{mode}')
+        self.runner.call_hook(f'before_{mode}_epoch')
+        self.runner.model.eval()
+        for idx, data_batch in enumerate(self.dataloader):
+            self.run_iter(idx, data_batch)
+        metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
+        self.runner.call_hook(f'after_{mode}_epoch', metrics=metrics)
+        self.runner.call_hook(f'after_{mode}')
+        return metrics
+
+    @torch.no_grad()
+    def run_iter(self, idx: int, data_batch) -> None:
+        mode = self.mode
+        self.runner.call_hook(f'before_{mode}_iter', batch_idx=idx, data_batch=data_batch)
+        outputs = getattr(self.runner.model, f'{mode}_step')(data_batch)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self.runner.call_hook(f'after_{mode}_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)
+
+
+@LOOPS.register_module()
+class ValLoop(_EvalLoop):
+    """One pass over the validation set, then ``evaluator.evaluate``."""
+
+    mode = 'val'
+
+
+@LOOPS.register_module()
+class TestLoop(_EvalLoop):
+    """One pass over the test set, then ``evaluator.evaluate``."""
+
+    mode = 'test'
+

@@ -1,0 +1,85 @@
+"""Registry: register (decorator, call, aliases, force), get, build, and the error messages."""
+import functools
+
+import pytest
+import torch
+
+from minimm.registry import HOOKS, OPTIMIZERS, Registry, build_from_cfg
+
+
+def test_decorator_call_and_aliases():
+    reg = Registry('thing')
+
+    @reg.register_module()
+    class Cat:
+        def __init__(self, name='tom'):
+            self.name = name
+
+    @reg.register_module(name=['Dog', 'Puppy'])
+    class Dog:
+        pass
+
+    reg.register_module(module=functools.partial(Cat, name='felix'), name='Felix')
+    assert reg.get('Cat') is Cat and 'Cat' in reg
+    assert reg.get('Dog') is Dog and reg.get('Puppy') is Dog
+    assert reg.build(dict(type='Felix')).name == 'felix'
+    assert 'Nothing' not in reg and reg.get('Nothing') is None
+    assert len(reg) == 4
+
+
+def test_duplicate_needs_force():
+    reg = Registry('thing')
+    reg.register_module(name='A', module=int)
+    with pytest.raises(KeyError, match='A is already registered in thing'):
+        reg.register_module(name='A', module=float)
+    reg.register_module(name='A', module=float, force=True)
+    assert reg.get('A') is float
+    with pytest.raises(TypeError, match='force must be a boolean'):
+        reg.register_module(force=1)
+
+
+def test_build_merges_default_args_without_mutating():
+    reg = Registry('thing')
+    reg.register_module(name='Pair', module=lambda a, b=2: (a, b))
+    cfg = dict(type='Pair', a=1)
+    defaults = dict(b=5, a=9)
+    assert build_from_cfg(cfg, reg, defaults) == (1, 5)
+    assert cfg == dict(type='Pair', a=1) and defaults == dict(b=5, a=9)
+    # type may be a callable, or come from default_args
+    assert build_from_cfg(dict(type=lambda a: a * 2, a=3), reg) == 6
+    assert build_from_cfg(dict(a=4), reg, dict(type='Pair')) == (4, 2)
+
+
+def test_missing_type_message_suggests_and_explains():
+    with pytest.raises(KeyError) as info:
+        HOOKS.build(dict(type='CheckpointHok'))
+    message = str(info.value)
+    assert "'CheckpointHok' is not in the hook registry" in message
+    assert "Did you mean 'CheckpointHook'" in message
+    assert 'custom_imports' in message
+
+
+def test_wrong_argument_names_the_type_and_key():
+    with pytest.raises(TypeError, match="CheckpointHook.*unexpected keyword argument 'intervall'"):
+        HOOKS.build(dict(type='CheckpointHook', intervall=1))
+    with pytest.raises(TypeError, match="DistSamplerSeedHook.*unexpected keyword argument 'x'"):
+        HOOKS.build(dict(type='DistSamplerSeedHook', x=1))
+
+
+def test_bad_inputs():
+    reg = Registry('thing')
+    with pytest.raises(TypeError, match='cfg must be a dict'):
+        reg.build('Cat')
+    with pytest.raises(KeyError, match='must contain the key "type"'):
+        reg.build(dict(a=1))
+    with pytest.raises(TypeError, match='type must be a str or a callable'):
+        reg.build(dict(type=3))
+    with pytest.raises(TypeError, match='must be a class or a function'):
+        reg.register_module(name='x', module=3)
+
+
+def test_optimizers_prefilled_from_torch():
+    assert OPTIMIZERS.get('SGD') is torch.optim.SGD
+    assert OPTIMIZERS.get('AdamW') is torch.optim.AdamW
+    opt = OPTIMIZERS.build(dict(type='SGD', lr=0.1), params=[torch.nn.Parameter(torch.ones(1))])
+    assert opt.defaults['lr'] == 0.1
