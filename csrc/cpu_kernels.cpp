@@ -1,9 +1,13 @@
 // CPU kernels of minimm's ops.
 //
-// Every op turns its tensors into a table of (destination, source, length) pairs and walks the
-// *concatenated* index space with at::parallel_for, so two threads split the work evenly whether
-// it is one 100 MB tensor or 2,000 small ones. Inside a segment the loops are plain element loops
-// over contiguous memory, which the compiler vectorises (same-dtype copies are memcpy).
+// Every op turns its tensors into a table of (destination, source, length, segment function)
+// rows and walks the *concatenated* index space with at::parallel_for, so the threads split the
+// work evenly whether it is one 100 MB tensor or 2,000 small ones. The segment function is
+// resolved from the dtypes when the table is built, so the hot loop does no dtype dispatch; the
+// plans keep their table between calls. Inner loops are plain element loops over contiguous
+// memory that the compiler vectorises; the fp32/fp64 averaging loops are also compiled for AVX2
+// and AVX-512 and picked at load time (GCC/Clang target_clones), because on a model whose
+// tensors fit in cache the loop, not memory, is the limit.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -12,50 +16,52 @@
 
 #include "minimm_ops.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MINIMM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MINIMM_CLONES
+#endif
+
 namespace minimm {
 namespace {
 
 // Below this many elements a call runs on one thread: waking the pool costs more than it saves.
 constexpr int64_t kGrain = 32768;
 
-struct Pair {
+struct Row;
+// Processes elements [first, first + n) of a row; `value` is the weight or the scale.
+using SegmentFn = void (*)(const Row&, int64_t first, int64_t n, double value);
+
+struct Row {
   void* dst;
   const void* src;
-  int64_t numel;
-  at::ScalarType dst_type, src_type;
+  int64_t element_size;  // of dst; used by the byte copies
+  SegmentFn fn;
 };
 
 struct Table {
-  std::vector<Pair> pairs;
-  std::vector<int64_t> offsets{0};  // prefix sums of numel: pair i covers [offsets[i], offsets[i+1])
+  std::vector<Row> rows;
+  std::vector<int64_t> offsets{0};  // prefix sums of numel: row i covers [offsets[i], offsets[i+1])
 
-  void add(void* dst, const void* src, int64_t numel, at::ScalarType dst_type, at::ScalarType src_type) {
-    pairs.push_back({dst, src, numel, dst_type, src_type});
+  void add(void* dst, const void* src, int64_t numel, int64_t element_size, SegmentFn fn) {
+    rows.push_back({dst, src, element_size, fn});
     offsets.push_back(offsets.back() + numel);
   }
 
-  // Calls fn(pair, first, count) for every piece of [0, total) each thread gets.
-  template <typename Fn>
-  void for_each_segment(const Fn& fn) const {
+  // Runs every row's function over the pieces of [0, total) each thread gets.
+  void run(double value) const {
     at::parallel_for(0, offsets.back(), kGrain, [&](int64_t begin, int64_t end) {
       size_t i = std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin() - 1;
       for (; begin < end; ++i) {
         const int64_t stop = std::min(end, offsets[i + 1]);
-        if (stop > begin) fn(pairs[i], begin - offsets[i], stop - begin);
+        if (stop > begin) rows[i].fn(rows[i], begin - offsets[i], stop - begin, value);
         begin = stop;
       }
     });
   }
 };
 
-Table make_table(at::TensorList dst, at::TensorList src) {
-  Table table;
-  table.pairs.reserve(dst.size());
-  table.offsets.reserve(dst.size() + 1);
-  for (size_t i = 0; i < dst.size(); ++i)
-    table.add(dst[i].data_ptr(), src[i].data_ptr(), dst[i].numel(), dst[i].scalar_type(), src[i].scalar_type());
-  return table;
-}
+// ---- the element loops -------------------------------------------------------------------
 
 template <typename E, typename S>
 void average_loop(E* ema, const S* src, int64_t n, acc_t<E> weight) {
@@ -67,52 +73,111 @@ void average_loop(E* ema, const S* src, int64_t n, acc_t<E> weight) {
   }
 }
 
+MINIMM_CLONES void average_f32(float* ema, const float* src, int64_t n, float weight) {
+  average_loop(ema, src, n, weight);
+}
+
+MINIMM_CLONES void average_f64(double* ema, const double* src, int64_t n, double weight) {
+  average_loop(ema, src, n, weight);
+}
+
 template <typename E, typename S>
-void cast_loop(E* dst, const S* src, int64_t n) {
+void average_segment(const Row& r, int64_t first, int64_t n, double weight) {
+  E* ema = static_cast<E*>(r.dst) + first;
+  const S* src = static_cast<const S*>(r.src) + first;
+  if constexpr (std::is_same_v<E, float> && std::is_same_v<S, float>) average_f32(ema, src, n, weight);
+  else if constexpr (std::is_same_v<E, double> && std::is_same_v<S, double>) average_f64(ema, src, n, weight);
+  else average_loop(ema, src, n, static_cast<acc_t<E>>(weight));
+}
+
+// A floating copy between dtypes goes through the destination's accumulate type, as the twins do.
+template <typename E, typename S>
+void cast_segment(const Row& r, int64_t first, int64_t n, double) {
+  E* dst = static_cast<E*>(r.dst) + first;
+  const S* src = static_cast<const S*>(r.src) + first;
   for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<E>(static_cast<acc_t<E>>(src[k]));
 }
 
-// Calls fn.template operator()<E, S>() with the pair's two floating dtypes.
-template <typename Fn>
-void dispatch_floating_pair(const Pair& p, const Fn& fn) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.dst_type, "minimm_pair", [&] {
-    using E = scalar_t;
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.src_type, "minimm_pair", [&] {
-      fn(static_cast<E*>(nullptr), static_cast<const scalar_t*>(nullptr));
-    });
-  });
+void copy_segment(const Row& r, int64_t first, int64_t n, double) {
+  const int64_t size = r.element_size;
+  std::memcpy(static_cast<char*>(r.dst) + first * size, static_cast<const char*>(r.src) + first * size, n * size);
 }
 
-// Copies elements [first, first + n) of a pair, casting between floating dtypes when they differ.
-void copy_segment(const Pair& p, int64_t first, int64_t n) {
-  if (p.dst_type == p.src_type) {
-    const size_t size = at::elementSize(p.dst_type);
-    std::memcpy(static_cast<char*>(p.dst) + first * size, static_cast<const char*>(p.src) + first * size, n * size);
-    return;
+template <typename T>
+void scale_segment(const Row& r, int64_t first, int64_t n, double scale) {
+  T* dst = static_cast<T*>(r.dst) + first;
+  const T* src = static_cast<const T*>(r.src) + first;
+  if constexpr (std::is_integral_v<T>) {
+    // Round to nearest (ties to even): a SUM of integer buffers times 1/world_size is never
+    // truncated toward zero as MMEngine's true_divide + copy_ does.
+    for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<T>(std::nearbyint(static_cast<double>(src[k]) * scale));
+  } else {
+    using A = acc_t<T>;
+    const A s = static_cast<A>(scale);
+    for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<T>(static_cast<A>(src[k]) * s);
   }
-  dispatch_floating_pair(p, [&](auto* e, const auto* s) {
-    using E = std::remove_pointer_t<decltype(e)>;
-    using S = std::remove_const_t<std::remove_pointer_t<decltype(s)>>;
-    cast_loop(static_cast<E*>(p.dst) + first, static_cast<const S*>(p.src) + first, n);
-  });
 }
 
-// Averages floating pairs and copies the others: the whole of one averaging call.
-void average_table(const Table& table, double weight) {
-  table.for_each_segment([&](const Pair& p, int64_t first, int64_t n) {
-    if (!at::isFloatingType(p.dst_type)) return copy_segment(p, first, n);
-    dispatch_floating_pair(p, [&](auto* e, const auto* s) {
-      using E = std::remove_pointer_t<decltype(e)>;
-      using S = std::remove_const_t<std::remove_pointer_t<decltype(s)>>;
-      average_loop(static_cast<E*>(p.dst) + first, static_cast<const S*>(p.src) + first, n,
-                   static_cast<acc_t<E>>(weight));
+// ---- choosing a segment function from the dtypes ------------------------------------------
+
+// The function for a floating (E, S) pair: average_segment or cast_segment.
+SegmentFn floating_fn(at::ScalarType e, at::ScalarType s, bool average) {
+  SegmentFn fn = nullptr;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, e, "minimm_pair", [&] {
+    using E = scalar_t;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, s, "minimm_pair", [&] {
+      fn = average ? &average_segment<E, scalar_t> : &cast_segment<E, scalar_t>;
     });
   });
+  return fn;
 }
 
-void copy_table(const Table& table) { table.for_each_segment(copy_segment); }
+// What one averaging call does to a pair: average floating pairs, copy the others.
+SegmentFn average_fn(const at::Tensor& e, const at::Tensor& s) {
+  return e.is_floating_point() ? floating_fn(e.scalar_type(), s.scalar_type(), true) : &copy_segment;
+}
 
-void ema_update_cpu(at::TensorList ema, at::TensorList src, const c10::optional<at::Tensor>& weight_tensor,
+SegmentFn copy_fn(const at::Tensor& e, const at::Tensor& s) {
+  return e.scalar_type() == s.scalar_type() ? &copy_segment : floating_fn(e.scalar_type(), s.scalar_type(), false);
+}
+
+SegmentFn scale_fn(at::ScalarType type, double scale) {
+  if (scale == 1.0) return &copy_segment;
+  TORCH_CHECK(type != at::kBool, "unpack_: bool tensors cannot be scaled (scale=", scale, ")");
+  SegmentFn fn = nullptr;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, type, "unpack_", [&] { fn = &scale_segment<scalar_t>; });
+  return fn;
+}
+
+template <typename ChooseFn>
+Table pair_table(at::TensorList dst, at::TensorList src, ChooseFn choose) {
+  Table table;
+  table.rows.reserve(dst.size());
+  table.offsets.reserve(dst.size() + 1);
+  for (size_t i = 0; i < dst.size(); ++i)
+    table.add(dst[i].data_ptr(), src[i].const_data_ptr(), dst[i].numel(), dst[i].element_size(),
+              choose(dst[i], src[i]));
+  return table;
+}
+
+// Each tensor with its slice of the flat tensors; `to_flat` decides the direction.
+Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout& layout, bool to_flat,
+                 double scale) {
+  Table table;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& flat = flats[layout.group_of[i]];
+    char* slice = static_cast<char*>(flat.data_ptr()) + layout.offset_of[i] * flat.element_size();
+    char* tensor = static_cast<char*>(tensors[i].data_ptr());
+    const int64_t size = tensors[i].element_size();
+    if (to_flat) table.add(slice, tensor, tensors[i].numel(), size, &copy_segment);
+    else table.add(tensor, slice, tensors[i].numel(), size, scale_fn(tensors[i].scalar_type(), scale));
+  }
+  return table;
+}
+
+// ---- the ops ----------------------------------------------------------------------------
+
+void ema_update_cpu(at::TensorList ema, at::TensorList src, const std::optional<at::Tensor>& weight_tensor,
                     double weight) {
   if (ema.empty() && src.empty()) return;
   check_pairs("ema_update_", ema, src, at::Device(at::kCPU));
@@ -122,37 +187,38 @@ void ema_update_cpu(at::TensorList ema, at::TensorList src, const c10::optional<
                 "value, got ", w.scalar_type(), " with ", w.numel(), " elements");
     weight = w.item<double>();
   }
-  average_table(make_table(ema, src), weight);
+  pair_table(ema, src, average_fn).run(weight);
 }
 
+// The three tables of an EMA plan: averaging call, copying call (the first), mirrored pairs.
+struct PlanTables {
+  Table average, copy, mirror;
+};
+
 void ema_plan_step_cpu(const c10::intrusive_ptr<EMAPlan>& plan, at::Tensor steps) {
-  TORCH_CHECK(steps.numel() == 1 && steps.scalar_type() == at::kLong, "ema_plan_step: steps must be a one-element "
-              "int64 tensor, got ", steps.scalar_type(), " with ", steps.numel(), " elements");
-  const at::Device device(at::kCPU);
-  check_pairs("ema_plan_step", plan->ema, plan->src, device);
-  check_pairs("ema_plan_step (mirrored)", plan->mirror_ema, plan->mirror_src, device);
+  TORCH_CHECK(steps.numel() == 1 && steps.scalar_type() == at::kLong && steps.is_cpu(), "ema_plan_step: steps "
+              "must be a one-element int64 CPU tensor, got ", steps.scalar_type(), " with ", steps.numel(),
+              " elements on ", steps.device());
+  if (plan->stale()) {
+    TORCH_CHECK(plan->device.is_cpu(), "ema_plan_step: the plan's tensors are on ", plan->device,
+                " but steps is on the CPU");
+    plan->check();
+    auto tables = std::make_shared<PlanTables>();
+    tables->average = pair_table(plan->ema, plan->src, average_fn);
+    tables->copy = pair_table(plan->ema, plan->src, copy_fn);
+    tables->mirror = pair_table(plan->mirror_ema, plan->mirror_src, copy_fn);
+    plan->table = tables;
+    plan->remember();
+  }
+  const auto& tables = *static_cast<const PlanTables*>(plan->table.get());
   WeightSource rule = plan->rule;
   int64_t* counter = steps.data_ptr<int64_t>();
   rule.steps = counter;
   const int action = step_action(rule);
-  if (action == kCopy) copy_table(make_table(plan->ema, plan->src));
-  if (action == kAverage) average_table(make_table(plan->ema, plan->src), step_weight(rule));
-  copy_table(make_table(plan->mirror_ema, plan->mirror_src));
+  if (action == kCopy) tables.copy.run(0.0);
+  if (action == kAverage) tables.average.run(step_weight(rule));
+  tables.mirror.run(0.0);
   *counter += 1;
-}
-
-// Pairs each tensor with its slice of the flat tensors; `to_flat` decides the direction.
-Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout& layout, bool to_flat) {
-  Table table;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const at::Tensor& flat = flats[layout.group_of[i]];
-    char* slice = static_cast<char*>(flat.data_ptr()) + layout.offset_of[i] * flat.element_size();
-    void* tensor = tensors[i].data_ptr();
-    const at::ScalarType type = tensors[i].scalar_type();
-    if (to_flat) table.add(slice, tensor, tensors[i].numel(), type, type);
-    else table.add(tensor, slice, tensors[i].numel(), type, type);
-  }
-  return table;
 }
 
 std::vector<at::Tensor> pack_cpu(at::TensorList tensors) {
@@ -161,21 +227,8 @@ std::vector<at::Tensor> pack_cpu(at::TensorList tensors) {
   std::vector<at::Tensor> flats;
   for (size_t g = 0; g < layout.dtypes.size(); ++g)
     flats.push_back(at::empty({layout.group_numel[g]}, at::TensorOptions().dtype(layout.dtypes[g])));
-  copy_table(flat_table(flats, tensors, layout, /*to_flat=*/true));
+  flat_table(flats, tensors, layout, /*to_flat=*/true, 1.0).run(1.0);
   return flats;
-}
-
-template <typename T>
-void scale_loop(T* dst, const T* src, int64_t n, double scale) {
-  if constexpr (std::is_integral_v<T>) {
-    // Round to nearest (ties to even): a SUM of integer buffers divided by the world size is
-    // never truncated toward zero as MMEngine's true_divide + copy_ does.
-    for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<T>(std::nearbyint(static_cast<double>(src[k]) * scale));
-  } else {
-    using A = acc_t<T>;
-    const A s = static_cast<A>(scale);
-    for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<T>(static_cast<A>(src[k]) * s);
-  }
 }
 
 void unpack_cpu(at::TensorList flats, at::TensorList tensors, double scale) {
@@ -183,15 +236,33 @@ void unpack_cpu(at::TensorList flats, at::TensorList tensors, double scale) {
   check_list("unpack_", tensors, device);
   const PackLayout layout = pack_layout(tensors);
   check_flats("unpack_", flats, layout, device);
-  const Table table = flat_table(flats, tensors, layout, /*to_flat=*/false);
-  if (scale == 1.0) return copy_table(table);
-  for (at::ScalarType type : layout.dtypes)
-    TORCH_CHECK(type != at::kBool, "unpack_: bool tensors cannot be scaled (scale=", scale, ")");
-  table.for_each_segment([&](const Pair& p, int64_t first, int64_t n) {
-    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, p.dst_type, "unpack_", [&] {
-      scale_loop(static_cast<scalar_t*>(p.dst) + first, static_cast<const scalar_t*>(p.src) + first, n, scale);
-    });
-  });
+  flat_table(flats, tensors, layout, /*to_flat=*/false, scale).run(scale);
+}
+
+// A pack plan caches the pack table and the unpack table of its last scale.
+struct PackTables {
+  Table pack, unpack;
+  double unpack_scale;
+};
+
+void pack_plan_run_cpu(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList flats, bool unpack, double scale) {
+  auto* tables = static_cast<PackTables*>(plan->table.get());
+  if (plan->stale()) {
+    plan->check();
+    auto fresh = std::make_shared<PackTables>();
+    fresh->pack = flat_table(flats, plan->tensors, plan->layout, /*to_flat=*/true, 1.0);
+    fresh->unpack = flat_table(flats, plan->tensors, plan->layout, /*to_flat=*/false, scale);
+    fresh->unpack_scale = scale;
+    plan->table = fresh;
+    plan->remember();
+    tables = fresh.get();
+  }
+  if (!unpack) return tables->pack.run(1.0);
+  if (tables->unpack_scale != scale) {
+    tables->unpack = flat_table(flats, plan->tensors, plan->layout, /*to_flat=*/false, scale);
+    tables->unpack_scale = scale;
+  }
+  tables->unpack.run(scale);
 }
 
 }  // namespace
@@ -202,4 +273,5 @@ TORCH_LIBRARY_IMPL(minimm, CPU, m) {
   m.impl("ema_plan_step", &minimm::ema_plan_step_cpu);
   m.impl("pack", &minimm::pack_cpu);
   m.impl("unpack_", &minimm::unpack_cpu);
+  m.impl("pack_plan_run", &minimm::pack_plan_run_cpu);
 }

@@ -64,27 +64,35 @@ template <typename E> struct AccOf { using type = float; };
 template <> struct AccOf<double> { using type = double; };
 template <typename E> using acc_t = typename AccOf<E>::type;
 
-// The persistent plan: the (ema, src) pairs to average and the (ema, src) pairs to mirror on every
-// call, checked once here so that a step converts no Python lists. The tensors are held (not
-// raw pointers), so a step reads fresh data pointers and re-checks the cheap invariants in C++:
-// a source parameter replaced with `.data = ...` is followed, a changed shape is an error.
-struct EMAPlan : torch::CustomClassHolder {
+// What both persistent plans share. A plan holds its tensors (never raw pointers alone), so
+// memory it points into stays alive; the kernels keep their per-tensor table (pointers, sizes,
+// chunk map) in `table` and rebuild it only when `stale()` says a tensor now has another storage,
+// offset or size, e.g. after `param.data = ...`. The check costs a few ns per tensor; building
+// the table (and re-running all input checks) happens once.
+struct PlanBase : torch::CustomClassHolder {
+  std::vector<at::Tensor> watched;   // every tensor the table points into
+  struct Seen {
+    const void* storage;
+    int64_t offset, numel;
+  };
+  std::vector<Seen> seen;            // their storages, offsets and sizes when the table was built
+  std::shared_ptr<void> table;       // the kernel file's table type (CPU or CUDA)
+  at::Device device{at::kCPU};
+
+  bool stale() const;
+  void remember();                   // call after (re)building `table`
+};
+
+// The persistent EMA plan: the (ema, src) pairs to average and the (ema, src) pairs to mirror on
+// every call, so that a step converts no Python lists.
+struct EMAPlan : PlanBase {
   std::vector<at::Tensor> ema, src, mirror_ema, mirror_src;
   WeightSource rule;
 
-  EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src,
-          std::vector<at::Tensor> mirror_ema, std::vector<at::Tensor> mirror_src,
-          int64_t kind, double momentum, double gamma, int64_t interval);
-  int64_t size() const { return static_cast<int64_t>(ema.size() + mirror_ema.size()); }
+  EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src, std::vector<at::Tensor> mirror_ema,
+          std::vector<at::Tensor> mirror_src, int64_t kind, double momentum, double gamma, int64_t interval);
+  void check() const;  // all input checks (at construction and whenever the table is rebuilt)
 };
-
-// Checks shared by every kernel, run on every call (they cost nanoseconds per tensor and turn a
-// mistake into an error message instead of memory corruption): equal lengths, defined,
-// contiguous, equal shapes, one device. A floating pair may mix floating dtypes (an fp32 EMA of
-// an fp16 source); any other pair must have equal dtypes (it is copied byte for byte).
-void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const at::Device& device);
-// All tensors defined, contiguous and on `device`.
-void check_list(const char* op, at::TensorList tensors, const at::Device& device);
 
 // Where each tensor goes in pack's output: one flat tensor per dtype, in first-seen order.
 struct PackLayout {
@@ -94,6 +102,26 @@ struct PackLayout {
   std::vector<int64_t> offset_of;      // per input tensor: element offset in that flat tensor
 };
 PackLayout pack_layout(at::TensorList tensors);
+
+// The persistent pack plan: the tensors and their own flat buffers (one per dtype), reused by
+// every pack/unpack, which is what a repeated all-reduce of the same buffers wants.
+struct PackPlan : PlanBase {
+  std::vector<at::Tensor> tensors, flats;
+  PackLayout layout;
+
+  explicit PackPlan(std::vector<at::Tensor> tensors);
+  void check() const;
+};
+
+// Checks shared by every kernel, run on every list call and whenever a plan's table is (re)built;
+// they turn a mistake into an error message instead of memory corruption: equal lengths, defined, equal
+// shapes, one device, both sides dense with equal strides (contiguous, or e.g. both
+// channels_last). A floating pair may mix floating dtypes (an fp32 EMA of an fp16 source); any
+// other pair must have equal dtypes (it is copied byte for byte).
+void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const at::Device& device);
+// All tensors defined, contiguous and on `device`.
+void check_list(const char* op, at::TensorList tensors, const at::Device& device);
+
 // Checks that `flats` match the layout of `tensors` (count, dtype, size, device, contiguity).
 void check_flats(const char* op, at::TensorList flats, const PackLayout& layout, const at::Device& device);
 

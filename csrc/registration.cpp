@@ -8,30 +8,67 @@
 
 namespace minimm {
 
+void check_tensor(const char* op, const at::Tensor& t, size_t i, const at::Device& device) {
+  TORCH_CHECK(t.defined(), op, ": tensor ", i, " is undefined");
+  TORCH_CHECK(t.device() == device, op, ": tensor ", i, " is on ", t.device(), " but tensor 0 is on ", device,
+              "; all tensors of one call must share a device");
+  TORCH_CHECK(!t.is_complex(), op, ": tensor ", i, " is complex, which is not supported");
+}
+
 void check_list(const char* op, at::TensorList tensors, const at::Device& device) {
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const at::Tensor& t = tensors[i];
-    TORCH_CHECK(t.defined(), op, ": tensor ", i, " is undefined");
-    TORCH_CHECK(t.device() == device, op, ": tensor ", i, " is on ", t.device(), " but tensor 0 is on ",
-                device, "; all tensors of one call must share a device");
-    TORCH_CHECK(t.is_contiguous(), op, ": tensor ", i, " is not contiguous; call .contiguous() first");
-    TORCH_CHECK(!t.is_complex(), op, ": tensor ", i, " is complex, which is not supported");
+    check_tensor(op, tensors[i], i, device);
+    TORCH_CHECK(tensors[i].is_contiguous(), op, ": tensor ", i, " is not contiguous; call .contiguous() first");
   }
 }
 
 void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const at::Device& device) {
   TORCH_CHECK(dst.size() == src.size(), op, ": got ", dst.size(), " destination tensors but ", src.size(),
               " source tensors");
-  check_list(op, dst, device);
-  check_list(op, src, device);
   for (size_t i = 0; i < dst.size(); ++i) {
-    TORCH_CHECK(dst[i].sizes() == src[i].sizes(), op, ": pair ", i, " has shapes ", dst[i].sizes(), " and ",
-                src[i].sizes());
-    const bool floating = dst[i].is_floating_point() && src[i].is_floating_point();
-    TORCH_CHECK(floating || dst[i].scalar_type() == src[i].scalar_type(), op, ": pair ", i, " has dtypes ",
-                dst[i].scalar_type(), " and ", src[i].scalar_type(),
-                "; only floating pairs may differ in dtype (non-floating pairs are copied)");
+    const at::Tensor& d = dst[i];
+    const at::Tensor& s = src[i];
+    check_tensor(op, d, i, device);
+    check_tensor(op, s, i, device);
+    TORCH_CHECK(d.sizes() == s.sizes(), op, ": pair ", i, " has shapes ", d.sizes(), " and ", s.sizes());
+    // Element-wise ops only need both sides laid out the same way in one dense block: contiguous,
+    // or e.g. both channels_last.
+    TORCH_CHECK((d.is_contiguous() && s.is_contiguous()) ||
+                    (d.is_non_overlapping_and_dense() && d.strides() == s.strides()),
+                op, ": pair ", i, " is not dense with equal strides (strides ", d.strides(), " and ", s.strides(),
+                "); call .contiguous() on both");
+    const bool floating = d.is_floating_point() && s.is_floating_point();
+    TORCH_CHECK(floating || d.scalar_type() == s.scalar_type(), op, ": pair ", i, " has dtypes ", d.scalar_type(),
+                " and ", s.scalar_type(), "; only floating pairs may differ in dtype (non-floating pairs are copied)");
   }
+}
+
+namespace {
+
+// Where a tensor's data lives, read from its TensorImpl alone. Tensor::data_ptr() would also
+// load the StorageImpl (one more cache miss per tensor), which dominated a plan step on a model
+// with thousands of small tensors. Re-pointing a tensor (`param.data = x`, `.to()`, `set_`) or
+// resizing it changes one of these fields; what is not seen is a storage resized underneath its
+// tensors (`untyped_storage().resize_()`, as FSDP does), which a plan does not support.
+PlanBase::Seen seen_of(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return {impl->unsafe_storage().unsafeGetStorageImpl(), impl->storage_offset(), impl->numel()};
+}
+
+}  // namespace
+
+bool PlanBase::stale() const {
+  if (!table) return true;
+  for (size_t i = 0; i < watched.size(); ++i) {
+    const Seen now = seen_of(watched[i]);
+    if (now.storage != seen[i].storage || now.offset != seen[i].offset || now.numel != seen[i].numel) return true;
+  }
+  return false;
+}
+
+void PlanBase::remember() {
+  seen.clear();
+  for (const at::Tensor& t : watched) seen.push_back(seen_of(t));
 }
 
 EMAPlan::EMAPlan(std::vector<at::Tensor> ema_, std::vector<at::Tensor> src_, std::vector<at::Tensor> mirror_ema_,
@@ -41,10 +78,31 @@ EMAPlan::EMAPlan(std::vector<at::Tensor> ema_, std::vector<at::Tensor> src_, std
   TORCH_CHECK(kind == kEMA || kind == kAnneal || kind == kSWA, "EMAPlan: unknown averaging rule ", kind);
   TORCH_CHECK(interval >= 1, "EMAPlan: interval must be >= 1, got ", interval);
   TORCH_CHECK(kind != kAnneal || gamma > 0, "EMAPlan: gamma must be > 0, got ", gamma);
-  const at::Device device = !ema.empty() ? ema[0].device()
-                            : !mirror_ema.empty() ? mirror_ema[0].device() : at::Device(at::kCPU);
+  if (!ema.empty()) device = ema[0].device();
+  else if (!mirror_ema.empty()) device = mirror_ema[0].device();
+  for (const auto* list : {&ema, &src, &mirror_ema, &mirror_src})
+    watched.insert(watched.end(), list->begin(), list->end());
+  check();
+}
+
+void EMAPlan::check() const {
   check_pairs("EMAPlan", ema, src, device);
-  check_pairs("EMAPlan (mirrored)", mirror_ema, mirror_src, device);
+  check_pairs("EMAPlan (mirrored pairs)", mirror_ema, mirror_src, device);
+}
+
+PackPlan::PackPlan(std::vector<at::Tensor> tensors_) : tensors(std::move(tensors_)) {
+  if (!tensors.empty()) device = tensors[0].device();
+  check_list("PackPlan", tensors, device);
+  layout = pack_layout(tensors);
+  for (size_t g = 0; g < layout.dtypes.size(); ++g)
+    flats.push_back(at::empty({layout.group_numel[g]}, at::TensorOptions().dtype(layout.dtypes[g]).device(device)));
+  watched = tensors;
+  watched.insert(watched.end(), flats.begin(), flats.end());
+}
+
+void PackPlan::check() const {
+  check_list("PackPlan", tensors, device);
+  check_flats("PackPlan", flats, pack_layout(tensors), device);
 }
 
 PackLayout pack_layout(at::TensorList tensors) {
@@ -77,11 +135,42 @@ void check_flats(const char* op, at::TensorList flats, const PackLayout& layout,
 
 }  // namespace minimm
 
+namespace {
+
+// From a plan method (called from Python) to the dispatcher, which picks the CPU or CUDA kernel by
+// the device of the tensor arguments. A method call from Python costs ~2.5 us where passing the
+// plan object as an argument through torch.ops costs ~10 us; the dispatcher call here is cheap.
+void plan_step(const c10::intrusive_ptr<minimm::EMAPlan>& self, at::Tensor steps) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("minimm::ema_plan_step", "")
+                             .typed<void(const c10::intrusive_ptr<minimm::EMAPlan>&, at::Tensor)>();
+  op.call(self, steps);
+}
+
+void plan_run(const c10::intrusive_ptr<minimm::PackPlan>& self, bool unpack, double scale) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("minimm::pack_plan_run", "")
+                             .typed<void(const c10::intrusive_ptr<minimm::PackPlan>&, at::TensorList, bool, double)>();
+  if (!self->tensors.empty()) op.call(self, self->flats, unpack, scale);
+}
+
+}  // namespace
+
 TORCH_LIBRARY(minimm, m) {
   m.class_<minimm::EMAPlan>("EMAPlan")
       .def(torch::init<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
                        std::vector<at::Tensor>, int64_t, double, double, int64_t>())
-      .def("size", &minimm::EMAPlan::size);
+      .def("step", &plan_step);
+  m.class_<minimm::PackPlan>("PackPlan")
+      .def(torch::init<std::vector<at::Tensor>>())
+      .def("flats", [](const c10::intrusive_ptr<minimm::PackPlan>& self) { return self->flats; })
+      .def("pack", [](const c10::intrusive_ptr<minimm::PackPlan>& self) {
+        plan_run(self, /*unpack=*/false, 1.0);
+        return self->flats;
+      })
+      .def("unpack_", [](const c10::intrusive_ptr<minimm::PackPlan>& self, double scale) {
+        plan_run(self, /*unpack=*/true, scale);
+      });
   // ema += weight * (src - ema) for floating pairs, copy for the others. The weight is
   // `weight_tensor` (a 0-dim tensor, read where the kernel runs) when given, else `weight`.
   m.def("ema_update_(Tensor(a!)[] ema, Tensor[] src, Tensor? weight_tensor, float weight) -> ()");
@@ -92,4 +181,7 @@ TORCH_LIBRARY(minimm, m) {
   m.def("pack(Tensor[] tensors) -> Tensor[]");
   // The inverse of pack, multiplying by `scale` on the way (integers are rounded to nearest).
   m.def("unpack_(Tensor[] flats, Tensor(a!)[] tensors, float scale) -> ()");
+  // pack (unpack=False) or unpack_ with the plan's own flat buffers `flats`.
+  m.def("pack_plan_run(__torch__.torch.classes.minimm.PackPlan plan, Tensor(a!)[] flats, bool unpack, "
+        "float scale) -> ()");
 }

@@ -2,9 +2,9 @@
 
 A PyTorch training run draws random numbers from four independent generators: Python's ``random``,
 NumPy's global ``np.random``, torch's CPU generator and one generator per CUDA device. Seeding only
-one of them is the classic reason two "identical" runs diverge. :func:`set_random_seed` seeds them all
-from one number, as MMEngine's ``mmengine.runner.set_random_seed`` does, and :func:`sync_random_seed`
-makes every rank agree on that number when no seed was given.
+one of them is the classic reason two "identical" runs diverge. :func:`set_random_seed` seeds them
+all from one number, as MMEngine's ``mmengine.runner.set_random_seed`` does, and
+:func:`sync_random_seed` makes every rank agree on that number when no seed was given.
 
 Left out compared with MMEngine: NPU/MLU/MUSA devices, process groups other than the default one,
 and the warning printed when ``cudnn.benchmark`` is switched off by ``deterministic=True``.

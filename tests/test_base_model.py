@@ -1,4 +1,4 @@
-"""BaseModel's step methods and loss parsing, the data preprocessor, and the DigitsCNN demo model."""
+"""BaseModel's step methods and loss parsing, the data preprocessor and the DigitsCNN model."""
 import contextlib
 import itertools
 from collections import OrderedDict, namedtuple
@@ -23,7 +23,8 @@ class LinearModel(BaseModel):
     def forward(self, inputs, data_samples=None, mode='tensor'):
         out = self.w * inputs
         if mode == 'loss':
-            return dict(loss_mse=((out - data_samples) ** 2).mean(), error=(out - data_samples).abs())
+            return dict(loss_mse=((out - data_samples) ** 2).mean(),
+                        error=(out - data_samples).abs())
         if mode == 'predict':
             return [dict(pred=value) for value in out]
         return out
@@ -88,7 +89,8 @@ def test_train_step_one_sgd_step_closed_form():
 
 def test_train_step_unpacks_a_tuple_positionally():
     model = LinearModel()
-    log_vars = model.train_step((torch.tensor([3.0]), torch.tensor([3.0])), SGDWrapper(model, lr=0.0))
+    batch = (torch.tensor([3.0]), torch.tensor([3.0]))
+    log_vars = model.train_step(batch, SGDWrapper(model, lr=0.0))
     assert log_vars['loss'].item() == pytest.approx(9.0)
 
 
@@ -144,7 +146,8 @@ def test_data_preprocessor_default_dict_and_module():
 def test_cast_data_keeps_structure_and_moves_tensors():
     Pair = namedtuple('Pair', 'a b')
     pre = BaseDataPreprocessor()
-    data = dict(x=torch.ones(1), items=[torch.zeros(1), 'name', None, 3], pair=Pair(torch.ones(1), 1.5),
+    data = dict(x=torch.ones(1), items=[torch.zeros(1), 'name', None, 3],
+                pair=Pair(torch.ones(1), 1.5),
                 t=(torch.ones(2),))
     out = pre(data, training=True)
     assert out is not data and list(out) == ['x', 'items', 'pair', 't']
@@ -162,9 +165,11 @@ def test_model_to_tells_the_preprocessor_its_device():
     assert pre(dict(x=torch.ones(2)))['x'].device == torch.device('meta')
     model.to(torch.float64)  # a dtype-only move keeps the device
     assert pre.device == torch.device('meta')
+    model.to_empty(device='cpu')  # meta tensors have no data to copy back
     model.cpu()
     assert pre.device == torch.device('cpu')
     assert pre.to('meta').device == torch.device('meta')
+    assert pre.cpu().device == torch.device('cpu')
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')

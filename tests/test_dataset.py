@@ -91,7 +91,8 @@ def test_default_sampler_seed_none_uses_numpy_draw():
 
 def test_infinite_sampler_matches_mmengine():
     sampler = InfiniteSampler(list(range(5)), seed=0)
-    assert list(itertools.islice(iter(sampler), 15)) == [4, 0, 1, 3, 2, 3, 4, 0, 1, 2, 2, 4, 1, 3, 0]
+    assert list(itertools.islice(iter(sampler), 15)) == \
+        [4, 0, 1, 3, 2, 3, 4, 0, 1, 2, 2, 4, 1, 3, 0]
     assert len(sampler) == 5
 
 
@@ -290,7 +291,8 @@ def test_build_dataloader_batch_sampler_and_collate_kwargs():
         return tag, pseudo_collate(batch)
 
     loader = build_dataloader(dict(
-        dataset=dict(type='CountingDataset', size=5), sampler=dict(type='DefaultSampler', shuffle=False),
+        dataset=dict(type='CountingDataset', size=5),
+        sampler=dict(type='DefaultSampler', shuffle=False),
         batch_sampler=dict(type=torch.utils.data.BatchSampler, drop_last=True), batch_size=2,
         collate_fn=dict(type=collate_with_tag, tag='t')))
     assert [(tag, batch['data_samples']) for tag, batch in loader] == [('t', [0, 1]), ('t', [2, 3])]
@@ -305,7 +307,8 @@ def test_build_dataloader_errors_name_the_problem():
     with pytest.raises(KeyError, match="'sampler'"):
         build_dataloader(dict(dataset=dict(type='CountingDataset'), batch_size=2))
     with pytest.raises(KeyError, match='collate_fn.*no_such_collate'):
-        build_dataloader(dict(dataset=dict(type='CountingDataset'), sampler=dict(type='DefaultSampler'),
+        build_dataloader(dict(dataset=dict(type='CountingDataset'),
+                              sampler=dict(type='DefaultSampler'),
                               collate_fn=dict(type='no_such_collate')), seed=0)
     with pytest.raises(TypeError, match='DataLoader or a dict'):
         build_dataloader([1, 2])

@@ -92,10 +92,11 @@ def test_call_hook_skips_idle_stages_and_supports_custom_names(tmp_path):
         def my_stage(self, runner, value):
             self.seen.append(value)
 
-    runner = toy_runner(tmp_path, custom_hooks=[Custom()])
+    custom = Custom()
+    runner = toy_runner(tmp_path, custom_hooks=[custom])
     runner.call_hook('my_stage', value=3)
-    assert runner.hooks[-1].seen == [3]
-    assert runner._hooks_for('before_test_iter') == []
+    assert custom.seen == [3]
+    assert runner._hooks_for('after_load_checkpoint') == []
     with pytest.raises(TypeError, match='in .*Custom'):
         runner.call_hook('my_stage', wrong=1)
 

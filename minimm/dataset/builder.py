@@ -39,17 +39,19 @@ def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = 
     """Build a DataLoader from a config dict; a DataLoader is returned as it is.
 
     Args:
-        dataloader: a ``DataLoader`` or a dict with ``dataset`` and ``sampler`` keys (see module doc).
+        dataloader: a ``DataLoader``, or a dict with ``dataset`` and ``sampler`` keys (see above).
         seed: the run's seed, used by the sampler and the worker seeding.
         diff_rank_seed: the run seeds each rank differently; the sampler then draws a shared seed.
     """
     if isinstance(dataloader, DataLoader):
         return dataloader
     if not isinstance(dataloader, dict):
-        raise TypeError(f'dataloader must be a DataLoader or a dict, but got {type(dataloader).__name__}')
+        raise TypeError('dataloader must be a DataLoader or a dict, '
+                        f'but got {type(dataloader).__name__}')
     for key in ('dataset', 'sampler'):
         if key not in dataloader:
-            raise KeyError(f'dataloader config needs a {key!r} key, but got keys {sorted(dataloader)}')
+            raise KeyError(f'dataloader config needs a {key!r} key, '
+                           f'but got keys {sorted(dataloader)}')
     # A shallow copy keeps the caller's dict as it was; unlike MMEngine's deepcopy it also keeps
     # Dataset or Sampler *objects* passed in the config the very objects the caller holds.
     cfg = dict(dataloader)
@@ -81,7 +83,8 @@ def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = 
     else:
         init_fn = None
 
-    collate_fn = _function_from_cfg(cfg.pop('collate_fn', dict(type='pseudo_collate')), 'collate_fn')
+    collate_cfg = cfg.pop('collate_fn', dict(type='pseudo_collate'))
+    collate_fn = _function_from_cfg(collate_cfg, 'collate_fn')
 
     return DataLoader(
         dataset=dataset,
@@ -94,7 +97,7 @@ def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = 
 
 
 def _function_from_cfg(fn_cfg: Any, key: str) -> Callable:
-    """``dict(type='name' or callable, **kwargs)`` -> callable with kwargs bound; a callable as is."""
+    """``dict(type=name or callable, **kwargs)`` -> callable with kwargs bound; a callable as is."""
     if callable(fn_cfg):
         return fn_cfg
     if not isinstance(fn_cfg, dict) or 'type' not in fn_cfg:

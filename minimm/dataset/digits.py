@@ -6,7 +6,8 @@ grey-scale 8x8 images of the digits 0-9 (pixel counts 0..16).
 
 Data credit: E. Alpaydin and C. Kaynak (1998), "Optical Recognition of Handwritten Digits",
 UCI Machine Learning Repository,
-https://archive.ics.uci.edu/ml/datasets/Optical+Recognition+of+Handwritten+Digits, licensed CC BY 4.0. The file
+https://archive.ics.uci.edu/ml/datasets/Optical+Recognition+of+Handwritten+Digits, licensed
+CC BY 4.0. The file
 ``data/digits.csv.gz`` is the copy scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``,
 BSD-3-Clause); see ``data/README.md``.
 
@@ -58,7 +59,9 @@ class DigitsDataset(Dataset):
         if split not in SPLITS:
             raise ValueError(f'split must be one of {SPLITS}, but got {split!r}')
         self.split = split
-        self.data_root = data_root if data_root is not None else osp.join(osp.dirname(__file__), 'data')
+        if data_root is None:
+            data_root = osp.join(osp.dirname(__file__), 'data')
+        self.data_root = data_root
         images, labels = _load(osp.join(self.data_root, DATA_FILE))
         order = torch.randperm(NUM_SAMPLES, generator=torch.Generator().manual_seed(SPLIT_SEED))
         keep = order[:NUM_TRAIN] if split == 'train' else order[NUM_TRAIN:]

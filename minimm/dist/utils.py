@@ -1,10 +1,11 @@
 """Rank helpers: who am I in a distributed run, and should I be the one writing files?
 
 MMEngine's ``mmengine/dist/utils.py`` answers these questions for every backend and for process
-groups. minimm keeps the five questions everybody asks and answers them from ``torch.distributed``
-only when it is both *available* (compiled in) and *initialised* (``init_process_group`` ran); in any
-other case the process is rank 0 of a world of size 1. Left out compared with MMEngine: process
-groups other than the default one, ``get_local_rank``, launchers and device helpers.
+groups. minimm keeps the five questions everybody asks and answers them from
+``torch.distributed`` only when it is both *available* (compiled in) and *initialised*
+(``init_process_group`` ran); in any other case the process is rank 0 of a world of size 1.
+Left out compared with MMEngine: process groups other than the default one, ``get_local_rank``,
+launchers and device helpers.
 """
 import functools
 from typing import Callable, Tuple

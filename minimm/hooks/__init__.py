@@ -6,3 +6,7 @@ That is the whole registration mechanism: each hook module decorates its class w
 from .hook import Hook
 from .checkpoint_hook import CheckpointHook
 from .sampler_seed_hook import DistSamplerSeedHook
+from .runtime_info_hook import RuntimeInfoHook
+from .iter_timer_hook import IterTimerHook
+from .logger_hook import LoggerHook
+from .param_scheduler_hook import ParamSchedulerHook

@@ -1,4 +1,4 @@
-"""RuntimeInfoHook: keep the MessageHub's picture of the run (stage, epoch, iter, lr, losses) current.
+"""RuntimeInfoHook: keep the MessageHub's picture of the run (stage, epoch, iter, lr, loss) current.
 
 Other hooks and the LogProcessor never ask the runner directly "which epoch is it, what is the
 learning rate, what was the loss?": they read the MessageHub, and this hook (priority VERY_HIGH, so
@@ -27,7 +27,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
-import minimm
+from .. import __version__
 from ..logging.vis_backend import config_pretty_text
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
@@ -58,7 +58,7 @@ class RuntimeInfoHook(Hook):
             cfg=config_pretty_text(runner.cfg),
             seed=runner.seed,
             experiment_name=runner.experiment_name,
-            minimm_version=minimm.__version__))
+            minimm_version=__version__))
         self.last_loop_stage = None
 
     def before_train(self, runner) -> None:

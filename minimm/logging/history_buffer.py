@@ -43,7 +43,7 @@ class HistoryBuffer:
 
     @classmethod
     def register_statistics(cls, method: Callable) -> Callable:
-        """Decorator: make ``method(buffer, *args)`` callable as ``buffer.statistics(name, *args)``."""
+        """Decorator: make ``method(buffer, *args)`` callable as ``statistics(name, *args)``."""
         cls._statistics_methods[method.__name__] = method
         return method
 

@@ -5,7 +5,7 @@ whose key starts with the mode (``train/``, ``val/``, ``test/``), takes the mean
 ``window_size`` updates for keys matching ``mean_pattern`` (losses, timings) and the latest value
 for the rest (``lr``, metrics), then formats them as MMEngine 0.10 does::
 
-    Epoch(train)  [1][ 10/100]  lr: 1.0000e-02  eta: 0:00:12  time: 0.0123  data_time: 0.0012  loss: 0.1234
+    Epoch(train)  [1][ 10/100]  lr: 1.0000e-02  eta: 0:00:12  time: 0.0123  data_time: 0.0012  ...
     Iter(train) [  10/1000]  lr: 1.0000e-02  eta: ...
     Epoch(val) [1][10/10]    accuracy/top1: 90.0000  data_time: 0.0012  time: 0.0034
 

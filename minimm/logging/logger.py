@@ -1,13 +1,13 @@
 """MMLogger and print_log: one named logger per run, printing on rank 0 and writing the text log.
 
-The runner creates ``MMLogger.get_instance(experiment_name, log_file=work_dir/timestamp/timestamp.log)``;
-the LoggerHook and everything else then log through ``runner.logger`` or
-``MMLogger.get_current_instance()``. That is where the ``{timestamp}.log`` file comes from.
+The runner creates ``MMLogger.get_instance(experiment_name, log_file=...)`` with the log file
+``work_dir/{timestamp}/{timestamp}.log``; the LoggerHook and everything else then log through
+``runner.logger`` or ``MMLogger.get_current_instance()``.
 
 As in MMEngine, the logger is created directly (not through ``logging.getLogger``), so it has no
-parent: nothing propagates to the root logger and other libraries' logging setup cannot double its
-lines. The console handler prints at ``log_level`` on rank 0 and only errors on other ranks; the file
-handler is opened on rank 0. Both use MMEngine's line shape
+parent: nothing propagates to the root logger and other libraries' logging setup cannot double
+its lines. The console handler prints at ``log_level`` on rank 0 and only errors on other ranks;
+the file handler is opened on rank 0. Both use MMEngine's line shape
 ``'%(asctime)s - %(name)s - %(levelname)s - %(message)s'``.
 
 Left out compared with MMEngine: colours, the per-rank log files of ``distributed=True``, the

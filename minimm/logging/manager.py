@@ -47,6 +47,16 @@ class ManagerMixin:
         return cls._instance_dict[name]
 
     @classmethod
+    def create_instance(cls, name: str, **kwargs):
+        """Create a new instance called ``name`` (replacing any older one) and make it current.
+
+        The Runner uses this so that two runs that happen to share a name (the timestamp of the
+        same second) never share a MessageHub, logger or visualizer.
+        """
+        cls._instance_dict.pop(name, None)
+        return cls.get_instance(name, **kwargs)
+
+    @classmethod
     def get_current_instance(cls):
         """The instance most recently returned by ``get_instance``."""
         if not cls._instance_dict:

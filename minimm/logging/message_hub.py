@@ -15,7 +15,8 @@ Each key carries a ``resumed`` flag (fixed at its first update): only resumed ke
 Different from MMEngine: ``state_dict()`` holds only weights_only-safe values — each scalar buffer
 becomes ``{'log_history': [...], 'count_history': [...], 'max_length': n}`` and runtime info that is
 not built from dict/list/tuple/set/str/int/float/bool/None/tensors is left out (numpy numbers are
-turned into Python numbers) — so that ``torch.load(ckpt, weights_only=True)`` can read the checkpoint.
+turned into Python numbers) — so that ``torch.load(ckpt, weights_only=True)`` can read the
+checkpoint.
 ``load_state_dict`` accepts that form and MMEngine's (HistoryBuffer objects).
 Left out: loading from a pickled MessageHub object, and the thread lock.
 """

@@ -61,7 +61,8 @@ class Visualizer(ManagerMixin):
         if isinstance(backend, BaseVisBackend):
             return type(backend).__name__, backend
         if not isinstance(backend, dict):
-            raise TypeError(f'a vis backend must be a dict or a BaseVisBackend, got {type(backend)}')
+            raise TypeError(f'a vis backend must be a dict or a BaseVisBackend, got '
+                            f'{type(backend)}')
         cfg = copy.deepcopy(backend)
         name = cfg.pop('name', cfg.get('type'))
         name = name if isinstance(name, str) else getattr(name, '__name__', str(name))

@@ -111,8 +111,8 @@ class BaseModel(nn.Module, metaclass=ABCMeta):
         super().__init__()
         if init_cfg is not None:
             raise NotImplementedError(
-                f'init_cfg={init_cfg!r}: minimm does not implement MMEngine\'s weight initialisers; '
-                'initialise the weights in the model\'s own init_weights() instead')
+                f'init_cfg={init_cfg!r}: minimm does not implement MMEngine\'s weight '
+                'initialisers; initialise the weights in the model\'s own init_weights() instead')
         self.init_cfg = init_cfg
         self._is_init = False
         if data_preprocessor is None:

@@ -33,9 +33,11 @@ Batch = Union[torch.Tensor, Sequence[torch.Tensor]]
 def _as_batch(tensors: Batch, what: str) -> torch.Tensor:
     if isinstance(tensors, torch.Tensor):
         return tensors
-    if isinstance(tensors, (list, tuple)) and tensors and all(isinstance(t, torch.Tensor) for t in tensors):
+    if isinstance(tensors, (list, tuple)) and tensors \
+            and all(isinstance(t, torch.Tensor) for t in tensors):
         return torch.stack(list(tensors))
-    raise TypeError(f'{what} must be a tensor or a non-empty list of tensors, but got {type(tensors).__name__}')
+    raise TypeError(f'{what} must be a tensor or a non-empty list of tensors, '
+                    f'but got {type(tensors).__name__}')
 
 
 @MODELS.register_module()

@@ -38,7 +38,7 @@ CPU_SOURCES = ['registration.cpp', 'cpu_kernels.cpp']
 CUDA_SOURCES = ['cuda_kernels.cu']
 # -ffp-contract=off: the kernels must round `ema + w * (src - ema)` exactly as the PyTorch twins
 # do (three roundings); a fused multiply-add would change the last bit on some machines.
-CXX_FLAGS = ['-O3', '-ffp-contract=off']
+CXX_FLAGS = ['-O3', '-ffp-contract=off', '-fopenmp']
 NVCC_FLAGS = ['-O3', '--use_fast_math=false']
 
 

@@ -14,7 +14,8 @@ also runs on CPU, with bf16 autocast (the default CPU autocast dtype) and *no* G
 fp32's exponent range, so nothing underflows and there is nothing to scale. The device is taken
 from the optimizer's parameters when the wrapper is built, so build it after moving the model.
 On CUDA, ``state_dict()`` holds the scaler's state under ``'loss_scaler'`` as MMEngine's does.
-Left out: NPU/MLU/MUSA devices and ``use_fp16_accumulation`` (accepted, as in MMEngine only NPU uses it).
+Left out: NPU/MLU/MUSA devices; ``use_fp16_accumulation`` is accepted but unused (in MMEngine
+only the NPU path reads it).
 """
 from contextlib import contextmanager
 from typing import Optional, Union

@@ -14,7 +14,8 @@ by its own size (the remainder) instead, so it too is a mean and is not lost.
 Left out compared with MMEngine: the abstract ``BaseOptimWrapper``, ``OptimWrapperDict`` (several
 optimizers), the warnings about BatchNorm and resumed counts that are not multiples of ``n``.
 Kept: MMEngine's ``base_param_settings``, the extra "base" parameter group an optimizer with
-several groups gets, so schedulers also track the undecorated learning rate (``get_lr()['base_lr']``).
+several groups gets, so schedulers also track the configured learning rate
+(``get_lr()['base_lr']``).
 """
 from contextlib import contextmanager
 from typing import Dict, List, Optional
@@ -161,8 +162,11 @@ class OptimWrapper:
 
     @contextmanager
     def optim_context(self, model: torch.nn.Module):
-        """Run the forward pass inside this. Inside an accumulation group a DDP model skips its
-        gradient all-reduce (``no_sync``); it syncs only on the backward that completes the group."""
+        """Run the forward pass inside this.
+
+        Inside an accumulation group a DDP model skips its gradient all-reduce (``no_sync``);
+        it syncs only on the backward that completes the group.
+        """
         if not self.should_sync() and hasattr(model, 'no_sync'):
             with model.no_sync():
                 yield

@@ -28,6 +28,8 @@ import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from .. import __version__
+# Importing these packages registers their classes (hooks, models, datasets, metrics...) by name.
+from .. import dataset, evaluator, hooks, model, optim  # noqa: F401
 from ..config import Config
 from ..dataset import build_dataloader
 from ..dist import get_dist_info, master_only
@@ -151,10 +153,11 @@ class Runner:
         self._log_dir = osp.join(self._work_dir, self._timestamp)
         os.makedirs(self._log_dir, exist_ok=True)
 
-        self.logger = MMLogger.get_instance(self._experiment_name, log_level=log_level,
-                                            log_file=osp.join(self._log_dir,
-                                                              f'{self._timestamp}.log'))
-        self.message_hub = MessageHub.get_instance(self._experiment_name)
+        # Fresh instances even if an earlier runner used the same name (MMEngine would share them).
+        self.logger = MMLogger.create_instance(self._experiment_name, log_level=log_level,
+                                               log_file=osp.join(self._log_dir,
+                                                                 f'{self._timestamp}.log'))
+        self.message_hub = MessageHub.create_instance(self._experiment_name)
         self.visualizer = self._build_visualizer(visualizer)
         self.log_processor = (log_processor if isinstance(log_processor, LogProcessor) else
                               LogProcessor(**(log_processor or {})))
@@ -316,7 +319,7 @@ class Runner:
         cfg.pop('type', None)
         cfg.setdefault('name', self._experiment_name)
         cfg.setdefault('save_dir', self._log_dir)
-        return Visualizer.get_instance(**cfg)
+        return Visualizer.create_instance(**cfg)
 
     def _build_model(self, model, data_preprocessor: Optional[dict]) -> nn.Module:
         if isinstance(model, nn.Module):

@@ -8,10 +8,8 @@
 The runner calls this once per entry with the optimizer wrapper and the train dataloader's
 length. ``convert_to_iter_based=True`` builds through the class's ``build_iter_from_epoch``, so a
 schedule written in epochs is stepped every iteration (as MMEngine's ``build_scheduler_from_cfg``).
-When the runner has a train loop it also passes ``max_epochs``/``max_iters``: an entry without
-``end`` then ends with training (``max_epochs`` for by-epoch entries, ``max_iters`` otherwise), as
-MMEngine's ``Runner.build_param_scheduler`` does; this matters because some schedules (cosine's
-``T_max``, Linear/Poly's slope) are computed from ``end``. The caller's dict is never changed.
+The caller's dict is never changed. Filling in a missing ``end`` from the train loop's length is
+the Runner's job, as in MMEngine (``Runner.build_param_scheduler``).
 """
 from typing import Optional
 
@@ -19,9 +17,8 @@ from ...registry import PARAM_SCHEDULERS
 from .param_scheduler import OptimizerType, _ParamScheduler
 
 
-def build_param_scheduler(cfg, optimizer: OptimizerType, epoch_length: Optional[int] = None,
-                          max_epochs: Optional[int] = None,
-                          max_iters: Optional[int] = None) -> _ParamScheduler:
+def build_param_scheduler(cfg, optimizer: OptimizerType,
+                          epoch_length: Optional[int] = None) -> _ParamScheduler:
     """Build a scheduler for ``optimizer`` from ``cfg`` (a built scheduler is returned as is)."""
     if isinstance(cfg, _ParamScheduler):
         return cfg
@@ -31,10 +28,6 @@ def build_param_scheduler(cfg, optimizer: OptimizerType, epoch_length: Optional[
     if 'type' not in cfg:
         raise KeyError(f'a param_scheduler entry needs a `type`, but got {cfg}')
     args = dict(cfg)
-    default_end = max_epochs if args.get('by_epoch', True) else max_iters
-    if default_end is not None:
-        args.setdefault('end', default_end)
-
     if not args.pop('convert_to_iter_based', False):
         return PARAM_SCHEDULERS.build(args, optimizer=optimizer)
     scheduler_type = args.pop('type')

@@ -6,9 +6,6 @@ The lr climbs from ``eta_max / div_factor`` to ``eta_max`` over the first ``pct_
 anneals to the minimum. Unlike the other schedulers this one is *not* chainable: each value is
 computed from the phase's start and end values, which it stores in the groups as
 ``initial_lr``, ``max_lr`` and ``min_lr``.
-
-Different from MMEngine: with ``total_steps=None`` MMEngine reads ``self.end`` before it is set
-and fails with AttributeError; here the default ``end - begin`` works as its docstring says.
 """
 import math
 from typing import List, Optional, Sequence, Union

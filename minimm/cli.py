@@ -1,0 +1,125 @@
+"""The ``minimm`` command: demo, train, test, info and bench.
+
+    minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
+    minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--cfg-options k=v ...]
+                        [--launcher none|pytorch]
+    minimm test CONFIG --checkpoint CKPT [--work-dir DIR] [--cfg-options k=v ...]
+    minimm info                      # versions, devices, which native backend is active and why
+    minimm bench overhead|ema|pack|ema-hook [options]
+
+``train`` and ``test`` are MMEngine's ``tools/train.py`` and ``tools/test.py`` in one command.
+"""
+import argparse
+import importlib
+import os.path as osp
+import sys
+from typing import List, Optional
+
+DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
+BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
+              'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook'}
+
+
+def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[str]]):
+    from .config import Config, parse_cfg_options
+    cfg = Config.fromfile(path)
+    if cfg_options:
+        cfg.merge_from_dict(parse_cfg_options(cfg_options))
+    if work_dir is not None:
+        cfg['work_dir'] = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg['work_dir'] = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
+    return cfg
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('config', help='a .py config file')
+    parser.add_argument('--work-dir', help='where checkpoints and logs go (overrides the config)')
+    parser.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE',
+                        help='override config entries, e.g. train_cfg.max_epochs=2 '
+                             'custom_hooks.0.momentum=0.001')
+
+
+def cmd_train(args) -> None:
+    from .runner import Runner
+    cfg = _load_config(args.config, args.work_dir, args.cfg_options)
+    if args.resume is not None:
+        cfg['resume'] = True if args.resume == 'auto' else args.resume
+    cfg['launcher'] = args.launcher
+    Runner.from_cfg(cfg).train()
+
+
+def cmd_test(args) -> None:
+    from .runner import Runner
+    cfg = _load_config(args.config, args.work_dir, args.cfg_options)
+    cfg['load_from'] = args.checkpoint
+    cfg['launcher'] = args.launcher
+    metrics = Runner.from_cfg(cfg).test()
+    print(metrics)
+
+
+def cmd_demo(args) -> None:
+    from .runner import Runner
+    options = [f'train_cfg.max_epochs={args.epochs}'] if args.epochs else None
+    cfg = _load_config(DEMO_CONFIG, args.work_dir or 'work_dirs/demo', options)
+    runner = Runner.from_cfg(cfg)
+    print('Hooks, per stage, in the order they run:')
+    print(runner.get_hooks_info())
+    runner.train()
+    metrics = runner.message_hub.get_scalar('val/accuracy/top1').current()
+    print(f'\nFinal validation accuracy (EMA weights): {metrics:.2f}% '
+          f'(chance: 10%). Work dir: {runner.work_dir}')
+
+
+def cmd_info(args) -> None:
+    import torch
+
+    from . import __version__
+    from .ops import backend_info
+    print(f'minimm {__version__}')
+    print(f'python {sys.version.split()[0]}, torch {torch.__version__}, '
+          f'CUDA available: {torch.cuda.is_available()}')
+    if torch.cuda.is_available():
+        print(f'device: {torch.cuda.get_device_name()}')
+    print(f'native ops: {backend_info()}')
+
+
+def cmd_bench(args, rest: List[str]) -> None:
+    importlib.import_module(BENCHMARKS[args.name]).main(rest)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog='minimm', description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='command', required=True)
+
+    demo = sub.add_parser('demo', help='train the shipped digits CNN with EMA (under a minute)')
+    demo.add_argument('--work-dir', help='default: work_dirs/demo')
+    demo.add_argument('--epochs', type=int, help='override train_cfg.max_epochs')
+
+    train = sub.add_parser('train', help='train from a config')
+    _add_config_args(train)
+    train.add_argument('--resume', nargs='?', const='auto', default=None, metavar='CKPT',
+                       help='resume from CKPT, or from the latest checkpoint in the work dir')
+    train.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
+
+    test = sub.add_parser('test', help='test a checkpoint')
+    _add_config_args(test)
+    test.add_argument('--checkpoint', required=True, help='the checkpoint to test')
+    test.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
+
+    sub.add_parser('info', help='versions, devices and the native-ops backend')
+
+    bench = sub.add_parser('bench', help='benchmarks; `minimm bench NAME --help` for options')
+    bench.add_argument('name', choices=sorted(BENCHMARKS))
+
+    args, rest = parser.parse_known_args(argv)
+    if args.command == 'bench':
+        cmd_bench(args, rest)
+        return
+    if rest:
+        parser.error(f'unrecognized arguments: {" ".join(rest)}')
+    {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}[args.command](args)
+
+
+if __name__ == '__main__':
+    main()

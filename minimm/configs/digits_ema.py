@@ -1,0 +1,37 @@
+# The demo: a small CNN on the 8x8 handwritten digits (shipped with minimm), trained with EMA.
+# Every key below is an MMEngine config key; `minimm train minimm/configs/digits_ema.py` runs it.
+model = dict(type='DigitsCNN')
+work_dir = 'work_dirs/digits_ema'
+
+train_dataloader = dict(
+    batch_size=32,
+    num_workers=0,
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    collate_fn=dict(type='default_collate'),
+    dataset=dict(type='DigitsDataset', split='train'))
+val_dataloader = dict(
+    batch_size=120,
+    num_workers=0,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    collate_fn=dict(type='default_collate'),
+    dataset=dict(type='DigitsDataset', split='val'))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='Accuracy')
+test_evaluator = val_evaluator
+
+train_cfg = dict(by_epoch=True, max_epochs=8, val_interval=1)
+val_cfg = dict()
+test_cfg = dict()
+
+optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9, weight_decay=1e-4))
+param_scheduler = [
+    # Warm up over the first 20 iterations, then cosine-anneal per epoch.
+    dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=20),
+    dict(type='CosineAnnealingLR', by_epoch=True, begin=0, end=8),
+]
+
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=15),
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2, save_best='auto'))
+
+randomness = dict(seed=0)

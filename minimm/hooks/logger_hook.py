@@ -1,0 +1,178 @@
+"""LoggerHook: decide when to log, print the line, and send the scalars to the visualizer.
+
+What the line says is the LogProcessor's job (``runner.log_processor``); where scalars end up is
+the Visualizer's (``runner.visualizer``). This hook owns the *when*:
+
+- training: every ``interval`` iterations of the epoch (``every_n_inner_iters``), plus the last
+  iteration of the epoch when ``ignore_last=False`` or when the epoch is not longer than
+  ``interval`` (otherwise a short epoch would never log: mmengine#935); every
+  ``interval_exp_name`` iterations and at each epoch end it also prints ``Exp name: ...``.
+  Scalars go to ``{log_dir}/vis_data/scalars.json`` and ``{timestamp}.json`` with
+  ``step = iter + 1``.
+- validation/test iterations: a progress line every ``interval`` iterations.
+- end of validation: the metrics line; scalars logged with ``step = epoch`` when
+  ``log_metric_by_epoch`` else ``iter`` (0 in a val-only run).
+- end of test: the metrics line, and the tags dumped as JSON to ``{log_dir}/{timestamp}.json``.
+- after the run: close the visualizer; with ``out_dir``, copy the files ending in ``out_suffix``
+  from the log folder to ``out_dir/basename(work_dir)`` (and delete the local ones unless
+  ``keep_local``).
+
+The text ``{timestamp}.log`` file is written by the runner's MMLogger file handler, not here.
+Left out compared with MMEngine: remote storage (``file_client_args``/``backend_args`` must stay
+None; ``out_dir`` is a local folder).
+"""
+import json
+import os
+import os.path as osp
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..logging.log_processor import has_train_loop
+from ..registry import HOOKS
+from .hook import DATA_BATCH, Hook
+
+
+@HOOKS.register_module()
+class LoggerHook(Hook):
+    """Log training/validation/test progress and metrics (see the module docstring).
+
+    Args:
+        interval: log every ``interval`` iterations.
+        ignore_last: skip the incomplete last interval of an epoch (unless the epoch is shorter
+            than ``interval``).
+        interval_exp_name: print the experiment name every this many iterations.
+        out_dir: local folder to copy the logs to after the run.
+        out_suffix: which files in the log folder to copy.
+        keep_local: keep the local files after copying.
+        file_client_args: must be None (no remote storage in minimm).
+        log_metric_by_epoch: validation scalars use the epoch (else the iteration) as step.
+        backend_args: must be None (no remote storage in minimm).
+    """
+
+    priority = 'BELOW_NORMAL'
+
+    def __init__(self, interval: int = 10, ignore_last: bool = True,
+                 interval_exp_name: int = 1000, out_dir: Optional[Union[str, Path]] = None,
+                 out_suffix: Union[str, Tuple[str, ...]] = ('.json', '.log', '.py', 'yaml'),
+                 keep_local: bool = True, file_client_args: Optional[dict] = None,
+                 log_metric_by_epoch: bool = True, backend_args: Optional[dict] = None):
+        if not isinstance(interval, int) or isinstance(interval, bool):
+            raise TypeError(f'interval must be an integer, got {interval!r}')
+        if interval <= 0:
+            raise ValueError(f'interval must be greater than 0, got {interval}')
+        if not isinstance(ignore_last, bool):
+            raise TypeError(f'ignore_last must be a boolean, got {ignore_last!r}')
+        if not isinstance(interval_exp_name, int) or isinstance(interval_exp_name, bool):
+            raise TypeError(f'interval_exp_name must be an integer, got {interval_exp_name!r}')
+        if interval_exp_name <= 0:
+            raise ValueError(f'interval_exp_name must be greater than 0, got {interval_exp_name}')
+        if out_dir is not None and not isinstance(out_dir, (str, Path)):
+            raise TypeError(f'out_dir must be a str or Path object, got {type(out_dir)}')
+        if not isinstance(keep_local, bool):
+            raise TypeError(f'keep_local must be a boolean, got {keep_local!r}')
+        if not (isinstance(out_suffix, str) or (isinstance(out_suffix, (tuple, list))
+                                                and all(isinstance(s, str) for s in out_suffix))):
+            raise TypeError('out_suffix should be a string or a tuple of strings')
+        if file_client_args is not None or backend_args is not None:
+            raise ValueError('minimm writes logs to local folders only: file_client_args and '
+                             'backend_args must be None')
+        self.interval = interval
+        self.ignore_last = ignore_last
+        self.interval_exp_name = interval_exp_name
+        self.out_dir = None if out_dir is None else str(out_dir)
+        self.out_suffix = out_suffix if isinstance(out_suffix, str) else tuple(out_suffix)
+        self.keep_local = keep_local
+        self.log_metric_by_epoch = log_metric_by_epoch
+        self.json_log_path: Optional[str] = None
+
+    def before_run(self, runner) -> None:
+        if self.out_dir is not None:
+            basename = osp.basename(str(runner.work_dir).rstrip(osp.sep))
+            self.out_dir = osp.join(self.out_dir, basename)
+            runner.logger.info(f'Text logs will be saved to {self.out_dir} after the training '
+                               'process.')
+        self.json_log_path = f'{runner.timestamp}.json'
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
+                         outputs: Optional[dict] = None) -> None:
+        end_of_epoch = self.end_of_epoch(runner.train_dataloader, batch_idx)
+        if self.every_n_train_iters(runner, self.interval_exp_name) or end_of_epoch:
+            runner.logger.info(f'Exp name: {runner.experiment_name}')
+        if not (self.every_n_inner_iters(batch_idx, self.interval)
+                or (end_of_epoch and (not self.ignore_last
+                                      or len(runner.train_dataloader) <= self.interval))):
+            return
+        tag, log_str = runner.log_processor.get_log_after_iter(runner, batch_idx, 'train')
+        runner.logger.info(log_str)
+        runner.visualizer.add_scalars(tag, step=runner.iter + 1, file_path=self.json_log_path)
+
+    def after_val_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
+                       outputs: Optional[Sequence] = None) -> None:
+        if self.every_n_inner_iters(batch_idx, self.interval):
+            _, log_str = runner.log_processor.get_log_after_iter(runner, batch_idx, 'val')
+            runner.logger.info(log_str)
+
+    def after_test_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
+                        outputs: Optional[Sequence] = None) -> None:
+        if self.every_n_inner_iters(batch_idx, self.interval):
+            _, log_str = runner.log_processor.get_log_after_iter(runner, batch_idx, 'test')
+            runner.logger.info(log_str)
+
+    def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
+        tag, log_str = runner.log_processor.get_log_after_epoch(
+            runner, len(runner.val_dataloader), 'val')
+        runner.logger.info(log_str)
+        # Reading runner.epoch/iter in a val-only run would build the train loop; use 0 there.
+        if not has_train_loop(runner):
+            step = 0
+        else:
+            step = runner.epoch if self.log_metric_by_epoch else runner.iter
+        runner.visualizer.add_scalars(tag, step=step, file_path=self.json_log_path)
+
+    def after_test_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
+        tag, log_str = runner.log_processor.get_log_after_epoch(
+            runner, len(runner.test_dataloader), 'test', with_non_scalar=True)
+        runner.logger.info(log_str)
+        with open(osp.join(runner.log_dir, self.json_log_path), 'w') as f:
+            json.dump(_json_friendly(tag), f)
+
+    def after_run(self, runner) -> None:
+        runner.visualizer.close()
+        if self.out_dir is None:
+            return
+        copied = []
+        for root, _, files in os.walk(runner.log_dir):
+            for filename in sorted(files):
+                if not filename.endswith(self.out_suffix):
+                    continue
+                local_path = osp.join(root, filename)
+                out_path = osp.join(self.out_dir, osp.relpath(local_path, runner.log_dir))
+                os.makedirs(osp.dirname(out_path), exist_ok=True)
+                shutil.copyfile(local_path, out_path)
+                copied.append(local_path)
+                runner.logger.info(f'The file {local_path} has been uploaded to {out_path}.')
+        if not self.keep_local:
+            runner.logger.info(f'The local log files were removed due to keep_local=False. You '
+                               f'can check the running logs in {self.out_dir}')
+            for path in copied:
+                os.remove(path)
+
+
+def _json_friendly(value):
+    """``value`` with tensors/arrays as lists, numpy numbers as Python numbers, the rest None."""
+    if isinstance(value, (list, tuple)):
+        return [_json_friendly(item) for item in value]
+    if isinstance(value, dict):
+        return OrderedDict((k, _json_friendly(v)) for k, v in value.items())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return value.tolist()
+    return None

@@ -1,0 +1,142 @@
+"""Packing many buffers into one flat tensor per dtype, and scattering them back.
+
+This file teaches the trick behind every "coalesced" all-reduce (MMEngine's
+``_all_reduce_coalesced``, MMCV's ``_allreduce_coalesced``, DDP's buckets): one collective over a
+flat tensor costs one latency instead of one per buffer. :func:`pack` gathers the tensors into one
+flat tensor per (dtype, device), in first-seen order; :func:`unpack_` scatters a flat tensor back
+and fuses the ``1 / world_size`` of a 'mean' into the copy. Integer tensors are rounded to the
+nearest integer when scaled (ties to even), never truncated toward zero as MMEngine's
+``true_divide`` + ``copy_`` does; bool tensors cannot be scaled.
+
+:class:`PackPlan` is the persistent form for buffers packed again and again (BatchNorm statistics
+every iteration): it owns its flat buffers and keeps the native per-tensor table, so a pack or
+unpack is one native call with no per-tensor Python work. ``pack_ref``/``unpack_ref`` are the
+PyTorch twins (``torch.cat`` / slicing) that define the numbers.
+Left out compared with MMEngine: size-capped buckets (``bucket_size_mb``).
+"""
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .loader import native_for
+
+
+def _groups(tensors: Sequence[Tensor]) -> Dict[Tuple[torch.dtype, torch.device], List[int]]:
+    """Indices of the tensors per (dtype, device), in first-seen order."""
+    groups: Dict[Tuple[torch.dtype, torch.device], List[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.dtype, t.device), []).append(i)
+    return groups
+
+
+def _as_list(flat: Union[Tensor, Sequence[Tensor]]) -> List[Tensor]:
+    return [flat] if isinstance(flat, Tensor) else list(flat)
+
+
+def _scaled(values: Tensor, scale: float) -> Tensor:
+    """``values * scale`` in the accumulate type (float, double for double), rounded to nearest for
+    integers; what the kernels compute."""
+    if scale == 1.0:
+        return values
+    if values.dtype == torch.bool:
+        raise ValueError(f'unpack_: bool tensors cannot be scaled (scale={scale})')
+    if values.is_floating_point():
+        acc = torch.float64 if values.dtype == torch.float64 else torch.float32
+        return values.to(acc) * scale
+    return torch.round(values.double() * scale)
+
+
+def pack_ref(tensors: Sequence[Tensor]) -> List[Tensor]:
+    """The PyTorch twin of :func:`pack`."""
+    tensors = list(tensors)
+    return [torch.cat([tensors[i].reshape(-1) for i in group]) for group in _groups(tensors).values()]
+
+
+def unpack_ref(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor], scale: float = 1.0) -> None:
+    """The PyTorch twin of :func:`unpack_`."""
+    tensors, flats = list(tensors), _as_list(flat)
+    groups = list(_groups(tensors).values())
+    if len(flats) != len(groups):
+        raise ValueError(f'unpack_: got {len(flats)} flat tensors but the tensors pack into {len(groups)} '
+                         '(one per dtype and device)')
+    for flat_tensor, group in zip(flats, groups):
+        sizes = [tensors[i].numel() for i in group]
+        if flat_tensor.numel() != sum(sizes) or flat_tensor.dtype != tensors[group[0]].dtype:
+            raise ValueError(f'unpack_: a flat tensor of {flat_tensor.numel()} {flat_tensor.dtype} elements does '
+                             f'not match its {sum(sizes)} {tensors[group[0]].dtype} elements')
+        for i, piece in zip(group, torch.split(flat_tensor, sizes)):
+            tensors[i].copy_(_scaled(piece, scale).view_as(tensors[i]))
+
+
+def pack(tensors: Sequence[Tensor]) -> List[Tensor]:
+    """One flat tensor per (dtype, device) of ``tensors`` (first-seen order), the tensors back to back."""
+    return PackPlan(tensors).pack()
+
+
+def unpack_(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor], scale: float = 1.0) -> None:
+    """Copy ``flat`` (what :func:`pack` returned: a list, or one tensor) back into ``tensors``,
+    multiplied by ``scale`` (e.g. ``1 / world_size`` after a SUM all-reduce)."""
+    tensors = list(tensors)
+    if tensors and len(_groups(tensors)) == 1 and native_for(tensors[0].device):
+        torch.ops.minimm.unpack_(_as_list(flat), tensors, float(scale))
+    else:
+        unpack_ref(flat, tensors, scale)
+
+
+class PackPlan:
+    """Packs the same tensors again and again into flat buffers it owns.
+
+    Args:
+        tensors: contiguous tensors, any dtypes and devices.
+        backend: ``'native'``, ``'ref'``, or None for native wherever it is available.
+
+    ``flats`` holds one flat tensor per (dtype, device) in first-seen order; :meth:`pack` fills
+    and returns it, :meth:`unpack_` scatters it back (after e.g. an all-reduce of each flat tensor).
+    """
+
+    def __init__(self, tensors: Sequence[Tensor], backend: Optional[str] = None):
+        if backend not in (None, 'native', 'ref'):
+            raise ValueError(f"PackPlan: backend must be 'native', 'ref' or None, got {backend!r}")
+        self.tensors = list(tensors)
+        for i, t in enumerate(self.tensors):
+            if not t.is_contiguous():
+                raise ValueError(f'PackPlan: tensor {i} is not contiguous; call .contiguous() first')
+        groups = _groups(self.tensors)
+        # One native plan per device; each packs its tensors into one flat tensor per dtype.
+        devices = list(dict.fromkeys(device for _, device in groups))
+        if backend == 'native' and not all(native_for(d) for d in devices):
+            raise RuntimeError('PackPlan: no native kernels for some of the devices '
+                               f'{[str(d) for d in devices]} (see minimm.ops.backend_info())')
+        self._native = {}
+        for device in devices:
+            if backend != 'ref' and native_for(device):
+                members = [t for t in self.tensors if t.device == device]
+                self._native[device] = torch.classes.minimm.PackPlan(members)
+        self._keys = list(groups)
+        self._members = [[self.tensors[i] for i in group] for group in groups.values()]
+        self.flats = [self._flat_of(key, members) for key, members in zip(self._keys, self._members)]
+
+    def _flat_of(self, key: Tuple[torch.dtype, torch.device], members: List[Tensor]) -> Tensor:
+        dtype, device = key
+        if device in self._native:
+            native_dtypes = list(dict.fromkeys(t.dtype for t in self.tensors if t.device == device))
+            return self._native[device].flats()[native_dtypes.index(dtype)]
+        return torch.empty(sum(t.numel() for t in members), dtype=dtype, device=device)
+
+    def pack(self) -> List[Tensor]:
+        """Copy the tensors into ``flats`` and return ``flats``."""
+        for plan in self._native.values():
+            plan.pack()
+        for key, members, flat in zip(self._keys, self._members, self.flats):
+            if key[1] not in self._native:
+                torch.cat([t.reshape(-1) for t in members], out=flat)
+        return self.flats
+
+    def unpack_(self, scale: float = 1.0) -> None:
+        """Copy ``flats`` back into the tensors, multiplied by ``scale``."""
+        for plan in self._native.values():
+            plan.unpack_(float(scale))
+        for key, members, flat in zip(self._keys, self._members, self.flats):
+            if key[1] not in self._native:
+                unpack_ref(flat, members, scale)
