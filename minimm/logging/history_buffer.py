@@ -6,13 +6,18 @@ updates for losses and timings, the ``current`` (latest) value for everything el
 
 As in MMEngine, ``update(value, count)`` stores the value and the count side by side and
 ``mean`` is ``sum(values) / sum(counts)`` over the window: pass the *sum* of ``count`` samples as
-the value when you want a per-sample mean. Values are kept in numpy arrays, so statistics come back
-as numpy numbers (``np.float64`` is a ``float``, which matters for how the log line formats them).
+the value when you want a per-sample mean. Statistics come back as numpy numbers, as in MMEngine
+(``np.float64`` is a ``float``, which matters for how the log line formats them).
 
-Different from MMEngine: ``state_dict()`` returns plain lists, so a checkpoint holding it can be
-read by ``torch.load(weights_only=True)``; ``HistoryBuffer(**state)`` rebuilds the buffer.
+Different from MMEngine: values are kept in ``deque(maxlen=max_length)``, so ``update`` is O(1)
+and a statistic over a window of ``w`` costs O(w) (MMEngine's ``np.append`` copies the whole
+history at every update, which grows with the run); and ``state_dict()`` returns plain lists, so a
+checkpoint holding it can be read by ``torch.load(weights_only=True)``; ``HistoryBuffer(**state)``
+rebuilds the buffer.
 """
 import warnings
+from collections import deque
+from itertools import islice
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -38,8 +43,8 @@ class HistoryBuffer:
             warnings.warn(f'The length of history buffer ({len(log_history)}) exceeds max_length '
                           f'({max_length}); the oldest values are dropped.')
         self.max_length = max_length
-        self._log_history = np.array(list(log_history)[-max_length:])
-        self._count_history = np.array(list(count_history)[-max_length:])
+        self._log_history = deque(log_history, maxlen=max_length)
+        self._count_history = deque(count_history, maxlen=max_length)
 
     @classmethod
     def register_statistics(cls, method: Callable) -> Callable:
@@ -52,13 +57,14 @@ class HistoryBuffer:
         if not isinstance(log_val, (int, float)) or not isinstance(count, (int, float)):
             raise TypeError(f'log_val and count must be int or float, got {type(log_val)} and '
                             f'{type(count)}')
-        self._log_history = np.append(self._log_history, log_val)[-self.max_length:]
-        self._count_history = np.append(self._count_history, count)[-self.max_length:]
+        # Store plain Python numbers (not numpy scalars) so state_dict() stays weights_only-safe.
+        self._log_history.append(log_val.item() if isinstance(log_val, np.generic) else log_val)
+        self._count_history.append(count.item() if isinstance(count, np.generic) else count)
 
     @property
     def data(self) -> Tuple[np.ndarray, np.ndarray]:
         """``(log_history, count_history)`` as numpy arrays."""
-        return self._log_history, self._count_history
+        return np.array(self._log_history), np.array(self._count_history)
 
     def statistics(self, method_name: str, *args, **kwargs):
         """Call a registered statistic by name: ``statistics('mean', 10)``."""
@@ -67,36 +73,38 @@ class HistoryBuffer:
                            f'{sorted(self._statistics_methods)}')
         return self._statistics_methods[method_name](self, *args, **kwargs)
 
-    def _window(self, window_size: Optional[int]) -> slice:
+    @staticmethod
+    def _last(values: deque, window_size: Optional[int]) -> np.ndarray:
+        """The last ``window_size`` entries of ``values`` (all when None), oldest first."""
         if window_size is None:
-            return slice(None)
+            return np.array(values)
         if not isinstance(window_size, int) or window_size <= 0:
             raise TypeError(f'window_size must be a positive int or None, got {window_size!r}')
-        return slice(-window_size, None)
+        return np.array(list(islice(reversed(values), window_size))[::-1])
 
     def mean(self, window_size: Optional[int] = None):
         """``sum(values) / sum(counts)`` over the last ``window_size`` updates (all when None)."""
-        window = self._window(window_size)
-        return self._log_history[window].sum() / self._count_history[window].sum()
+        return (self._last(self._log_history, window_size).sum()
+                / self._last(self._count_history, window_size).sum())
 
     def max(self, window_size: Optional[int] = None):
         """Largest value among the last ``window_size`` updates."""
-        return self._log_history[self._window(window_size)].max()
+        return self._last(self._log_history, window_size).max()
 
     def min(self, window_size: Optional[int] = None):
         """Smallest value among the last ``window_size`` updates."""
-        return self._log_history[self._window(window_size)].min()
+        return self._last(self._log_history, window_size).min()
 
     def current(self):
         """The latest value."""
         if len(self._log_history) == 0:
             raise ValueError('HistoryBuffer is empty; call update first')
-        return self._log_history[-1]
+        return np.array(self._log_history[-1])[()]
 
     def state_dict(self) -> dict:
         """Plain-Python state (lists of numbers), accepted back by ``HistoryBuffer(**state)``."""
-        return {'log_history': self._log_history.tolist(),
-                'count_history': self._count_history.tolist(),
+        return {'log_history': list(self._log_history),
+                'count_history': list(self._count_history),
                 'max_length': self.max_length}
 
 

@@ -1,3 +1,5 @@
 """Models: BaseModel, the data preprocessor, the demo DigitsCNN (importing registers them)."""
 from .base_model import BaseDataPreprocessor, BaseModel
 from .digits_cnn import DigitsCNN
+from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
+                             StochasticWeightAverage)

@@ -39,7 +39,7 @@ CUDA_SOURCES = ['cuda_kernels.cu']
 # -ffp-contract=off: the kernels must round `ema + w * (src - ema)` exactly as the PyTorch twins
 # do (three roundings); a fused multiply-add would change the last bit on some machines.
 CXX_FLAGS = ['-O3', '-ffp-contract=off', '-fopenmp']
-NVCC_FLAGS = ['-O3', '--use_fast_math=false']
+NVCC_FLAGS = ['-O3']
 
 
 def build_settings(with_cuda: bool) -> Dict[str, List[str]]:

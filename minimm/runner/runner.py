@@ -156,7 +156,8 @@ class Runner:
         # Fresh instances even if an earlier runner used the same name (MMEngine would share them).
         self.logger = MMLogger.create_instance(self._experiment_name, log_level=log_level,
                                                log_file=osp.join(self._log_dir,
-                                                                 f'{self._timestamp}.log'))
+                                                                 f'{self._timestamp}.log'),
+                                               file_mode='a')
         self.message_hub = MessageHub.create_instance(self._experiment_name)
         self.visualizer = self._build_visualizer(visualizer)
         self.log_processor = (log_processor if isinstance(log_processor, LogProcessor) else

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# CI's CUDA compile lane: build the extension *with* the CUDA kernels into a temporary folder,
+# on a machine without a GPU, and fail loudly on any compiler error. Nothing is run or installed.
+# Needs a CUDA build of torch and the CUDA toolkit (CUDA_HOME, default /usr/local/cuda).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-.venv/bin/python}
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+export PATH="$CUDA_HOME/bin:$PATH"
+export MINIMM_BUILD_EXT=1 MINIMM_WITH_CUDA=1 MAX_JOBS=${MAX_JOBS:-2}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+start=$(date +%s)
+"$PYTHON" setup.py -q build_ext --build-temp "$out/temp" --build-lib "$out/lib"
+so=$(find "$out/lib" -name '_C*.so')
+test -n "$so" || { echo "compile_cuda.sh: no extension was produced" >&2; exit 1; }
+nm -D --defined-only "$so" | grep -q average_kernel || { echo "compile_cuda.sh: $so has no CUDA kernels" >&2; exit 1; }
+echo "compile_cuda.sh: CUDA build OK in $(( $(date +%s) - start )) s ($(basename "$so"))"
