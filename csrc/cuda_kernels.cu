@@ -291,7 +291,7 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
 void ema_plan_step_cuda(const c10::intrusive_ptr<EMAPlan>& plan, at::Tensor steps) {
   TORCH_CHECK(steps.numel() == 1 && steps.scalar_type() == at::kLong, "ema_plan_step: steps must be a one-element "
               "int64 tensor, got ", steps.scalar_type(), " with ", steps.numel(), " elements");
-  TORCH_CHECK(plan->size() == 0 || plan->device == steps.device(), "ema_plan_step: the plan's tensors are on ",
+  TORCH_CHECK(plan->watched.empty() || plan->device == steps.device(), "ema_plan_step: the plan's tensors are on ",
               plan->device, " but steps is on ", steps.device());
   const c10::cuda::CUDAGuard guard(steps.device());
   if (plan->stale()) {
@@ -302,10 +302,11 @@ void ema_plan_step_cuda(const c10::intrusive_ptr<EMAPlan>& plan, at::Tensor step
     plan->table = std::make_shared<std::vector<Launch>>(build_launches(rows));
     plan->remember();
   }
+  int64_t* counter = steps.data_ptr<int64_t>();
   WeightSource rule = plan->rule;
-  rule.steps = steps.data_ptr<int64_t>();
+  rule.steps = counter;
   run_launches(*static_cast<const std::vector<Launch>*>(plan->table.get()), rule, 1.0);
-  increment_kernel<<<1, 1, 0, c10::cuda::getCurrentCUDAStream()>>>(rule.steps);
+  increment_kernel<<<1, 1, 0, c10::cuda::getCurrentCUDAStream()>>>(counter);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -62,9 +62,7 @@ def cmd_demo(args) -> None:
     from .runner import Runner
     options = [f'train_cfg.max_epochs={args.epochs}'] if args.epochs else None
     cfg = _load_config(DEMO_CONFIG, args.work_dir or 'work_dirs/demo', options)
-    runner = Runner.from_cfg(cfg)
-    print('Hooks, per stage, in the order they run:')
-    print(runner.get_hooks_info())
+    runner = Runner.from_cfg(cfg)  # logs the hook table: per stage, the hooks in call order
     runner.train()
     metrics = runner.message_hub.get_scalar('val/accuracy/top1').current()
     print(f'\nFinal validation accuracy (EMA weights): {metrics:.2f}% '

@@ -1,3 +1,7 @@
-"""Distributed helpers: rank queries and rank-0-only execution."""
+"""Distributed helpers: joining the process group, rank queries, rank-0-only execution,
+collectives (with packed buffer all-reduce) and gathering evaluation results."""
+from .collect import collect_results
+from .collectives import all_reduce, all_reduce_params, broadcast
+from .launch import init_dist
 from .utils import (barrier, get_dist_info, get_rank, get_world_size, is_distributed,
                     is_main_process, master_only)

@@ -18,32 +18,14 @@ config compatibility), ``DumpResults`` and data-element conversion.
 """
 import logging
 from abc import ABCMeta, abstractmethod
-from itertools import chain, zip_longest
 from typing import Any, List, Optional, Sequence
 
 import torch
 import torch.distributed as torch_dist
 
-from ..dist.utils import get_world_size, is_distributed, is_main_process
+from ..dist.collect import collect_results
+from ..dist.utils import is_distributed, is_main_process
 from ..logging.logger import print_log
-
-
-def collect_results(results: list, size: int) -> Optional[list]:
-    """All ranks' ``results`` on rank 0, interleaved by rank and cut to ``size``; None elsewhere.
-
-    Interleaving undoes the round-robin split of a DistributedSampler (rank r gets samples
-    r, r + world_size, ...), which is the order MMEngine's ``collect_results`` restores.
-    """
-    if not is_distributed() or get_world_size() == 1:
-        return results[:size]
-    parts: List[Any] = [None] * get_world_size()
-    torch_dist.all_gather_object(parts, results)
-    if not is_main_process():
-        return None
-    missing = object()  # zip_longest fill value that can never be a real result
-    ordered = [r for r in chain.from_iterable(zip_longest(*parts, fillvalue=missing))
-               if r is not missing]
-    return ordered[:size]
 
 
 def _to_cpu(data: Any) -> Any:

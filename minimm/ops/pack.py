@@ -78,7 +78,7 @@ def unpack_(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor], sc
     """Copy ``flat`` (what :func:`pack` returned: a list, or one tensor) back into ``tensors``,
     multiplied by ``scale`` (e.g. ``1 / world_size`` after a SUM all-reduce)."""
     tensors = list(tensors)
-    if tensors and len(_groups(tensors)) == 1 and native_for(tensors[0].device):
+    if tensors and len({t.device for t in tensors}) == 1 and native_for(tensors[0].device):
         torch.ops.minimm.unpack_(_as_list(flat), tensors, float(scale))
     else:
         unpack_ref(flat, tensors, scale)

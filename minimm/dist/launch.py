@@ -1,0 +1,66 @@
+"""Starting a distributed run: join the process group that ``torchrun`` prepared.
+
+``torchrun --nproc_per_node N script.py`` starts N copies of the script and tells each one who it
+is through environment variables: ``RANK`` (its number among all processes), ``LOCAL_RANK`` (its
+number on this machine, i.e. which GPU it should use), ``WORLD_SIZE``, ``MASTER_ADDR`` and
+``MASTER_PORT`` (where rank 0 listens). :func:`init_dist` reads them, pins the process to its GPU
+and calls ``torch.distributed.init_process_group``; after that the helpers in ``utils.py`` and
+``collectives.py`` see the real rank and world size.
+
+The backend follows the hardware: NCCL when CUDA is available, gloo otherwise. A configured
+``'nccl'`` on a machine without CUDA (MMEngine's default ``env_cfg`` asks for NCCL) falls back to
+gloo with a log line, so one config trains on a GPU cluster and on a laptop.
+Left out compared with MMEngine: the ``mpi`` and ``slurm`` launchers, NPU/MLU/MUSA devices and
+DeepSpeed initialisation.
+"""
+import datetime
+import logging
+import os
+from typing import Optional
+
+import torch
+import torch.distributed as torch_dist
+
+_TORCHRUN_VARIABLES = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')
+
+
+def _pick_backend(backend: Optional[str]) -> str:
+    if backend is None:
+        return 'nccl' if torch.cuda.is_available() else 'gloo'
+    if backend == 'nccl' and not torch.cuda.is_available():
+        from ..logging.logger import print_log  # not at the top: minimm.logging imports minimm.dist
+        print_log("dist backend 'nccl' needs CUDA, which is not available: using 'gloo'",
+                  logger='current', level=logging.INFO)
+        return 'gloo'
+    return backend
+
+
+def init_dist(launcher: str, backend: Optional[str] = None, **kwargs) -> None:
+    """Initialise the default process group for a run started by ``launcher``.
+
+    Args:
+        launcher: ``'pytorch'`` — the process was started by ``torchrun`` (or sets the same
+            environment variables itself, as the tests do).
+        backend: ``'nccl'``, ``'gloo'``, or None for NCCL with CUDA and gloo without.
+        **kwargs: passed to ``torch.distributed.init_process_group``; ``timeout`` may be given in
+            seconds (as in MMEngine configs: ``dist_cfg=dict(backend='nccl', timeout=1800)``).
+    """
+    if launcher != 'pytorch':
+        raise ValueError(f"launcher must be 'pytorch' (runs started by torchrun), "
+                         f'but got {launcher!r}')
+    missing = [name for name in _TORCHRUN_VARIABLES if name not in os.environ]
+    if missing:
+        raise RuntimeError(f"launcher='pytorch' needs the environment variables that torchrun "
+                           f"sets; missing: {', '.join(missing)}. Start the run with "
+                           '`torchrun --nproc_per_node N ...`')
+    timeout = kwargs.get('timeout')
+    if timeout is not None and not isinstance(timeout, datetime.timedelta):
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f'timeout must be a number of seconds, but got {timeout!r}')
+        kwargs['timeout'] = datetime.timedelta(seconds=timeout)
+    backend = _pick_backend(backend)
+    if torch.cuda.is_available():
+        # One GPU per process: LOCAL_RANK k uses GPU k of its machine.
+        torch.cuda.set_device(int(os.environ['LOCAL_RANK']))
+    torch_dist.init_process_group(backend=backend, rank=int(os.environ['RANK']),
+                                  world_size=int(os.environ['WORLD_SIZE']), **kwargs)

@@ -1,0 +1,238 @@
+"""Averaged models: MMEngine's recurrences against closed forms, the state-dict layout, buffers,
+the decay alias, and native == reference on a small CNN with BatchNorm."""
+import copy
+import functools
+import io
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+import minimm.model.averaged_model as averaged_model
+from minimm.model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
+                          StochasticWeightAverage)
+from minimm.registry import MODELS
+
+
+class Scalar(nn.Module):
+    """One parameter holding x, and a buffer, so each update can be checked by hand."""
+
+    def __init__(self):
+        super().__init__()
+        self.x = nn.Parameter(torch.zeros((), dtype=torch.float64))
+        self.register_buffer('seen', torch.zeros((), dtype=torch.float64))
+
+    def forward(self, inputs):
+        return inputs * self.x
+
+
+@pytest.fixture
+def use_backend(backend, monkeypatch):
+    """Make the averaged models build their plan on the given backend."""
+    monkeypatch.setattr(averaged_model, 'EMAPlan', functools.partial(averaged_model.EMAPlan, backend=backend))
+    return backend
+
+
+def run(averaged, model, values):
+    """Feed the values to the model one by one, updating after each; return the averages."""
+    out = []
+    for v in values:
+        model.x.data.fill_(v)
+        averaged.update_parameters(model)
+        out.append(float(averaged.module.x))
+    return out
+
+
+def test_ema_closed_form(use_backend):
+    model = Scalar()
+    ema = ExponentialMovingAverage(model, momentum=0.25)
+    got = run(ema, model, [4.0, 8.0, 0.0, 4.0])
+    # copy, then avg += 0.25 * (src - avg)
+    assert got == pytest.approx([4.0, 5.0, 3.75, 3.8125], abs=1e-12)
+    assert int(ema.steps) == 4
+
+
+def test_interval_counts_before_incrementing(use_backend):
+    """interval=2: call 0 copies, calls 2 and 4 average, the others only count."""
+    model = Scalar()
+    ema = ExponentialMovingAverage(model, momentum=0.5, interval=2)
+    got = run(ema, model, [2.0, 100.0, 6.0, 100.0, 0.0])
+    assert got == pytest.approx([2.0, 2.0, 4.0, 4.0, 2.0], abs=1e-12)
+
+
+def test_momentum_annealing_closed_form(use_backend):
+    """gamma=4, momentum=0.01: the averaging calls use 4/5, 4/6, 4/7, then 4/8, ..."""
+    model = Scalar()
+    ema = MomentumAnnealingEMA(model, momentum=0.01, gamma=4)
+    values = [0.0, 1.0, 1.0, 1.0]
+    got = run(ema, model, values)
+    expected, avg = [0.0], 0.0
+    for steps, v in zip((1, 2, 3), values[1:]):
+        avg += max(0.01, 4 / (4 + steps)) * (v - avg)
+        expected.append(avg)
+    assert got == pytest.approx(expected, abs=1e-12)
+    assert got[1] == pytest.approx(0.8)
+
+
+def test_swa_is_the_running_mean(use_backend):
+    model = Scalar()
+    swa = StochasticWeightAverage(model)
+    assert run(swa, model, [1.0, 2.0, 3.0, 6.0]) == [1.0, 1.5, 2.0, 3.0]
+
+
+def test_swa_with_interval(use_backend):
+    model = Scalar()
+    swa = StochasticWeightAverage(model, interval=2)
+    # averaging calls 0, 2, 4 with weights 1 (copy), 1/2, 1/3
+    assert run(swa, model, [3.0, 99.0, 6.0, 99.0, 0.0]) == pytest.approx([3.0, 3.0, 4.5, 4.5, 3.0])
+
+
+def test_buffers_are_mirrored_every_call_without_update_buffers(use_backend):
+    model = Scalar()
+    ema = ExponentialMovingAverage(model, momentum=0.5, interval=3)
+    for i in range(4):
+        model.seen.fill_(i + 10)
+        ema.update_parameters(model)
+        assert float(ema.module.seen) == i + 10
+
+
+def bn_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+
+
+def train(model, averaged, steps):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        x, y = torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, 3, (8,), generator=g)
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        averaged.update_parameters(model)
+
+
+def test_update_buffers_averages_floats_and_copies_integers(use_backend):
+    model = bn_model()
+    ema = ExponentialMovingAverage(model, momentum=0.5, update_buffers=True)
+    train(model, ema, 5)
+    bn, bn_avg = model[1], ema.module[1]
+    # MMEngine freezes num_batches_tracked at 1 here; minimm copies it on every averaging call.
+    assert int(bn_avg.num_batches_tracked) == int(bn.num_batches_tracked) == 5
+    assert not torch.equal(bn_avg.running_mean, bn.running_mean)  # averaged, not mirrored
+
+
+@pytest.mark.parametrize('cls,kwargs', [(ExponentialMovingAverage, dict(momentum=0.1)),
+                                        (MomentumAnnealingEMA, dict(momentum=0.01, gamma=3)),
+                                        (StochasticWeightAverage, {})])
+@pytest.mark.parametrize('update_buffers', [False, True])
+def test_native_equals_reference_on_a_cnn(backend, monkeypatch, cls, kwargs, update_buffers):
+    if backend == 'ref':
+        pytest.skip('compares the native plan with the reference')
+    results = {}
+    for name in ('ref', 'native'):
+        monkeypatch.setattr(averaged_model, 'EMAPlan', functools.partial(averaged_model.EMAPlan, backend=name))
+        model = bn_model()
+        averaged = cls(model, interval=2, update_buffers=update_buffers, **kwargs)
+        train(model, averaged, 5)
+        results[name] = averaged.state_dict()
+    for key, value in results['ref'].items():
+        assert torch.equal(value, results['native'][key]), key
+
+
+class LoopEMA(ExponentialMovingAverage):
+    """Overriding avg_func turns the plan off: MMEngine's per-tensor loop runs."""
+
+    def avg_func(self, averaged_param, source_param, steps):
+        super().avg_func(averaged_param, source_param, steps)
+
+
+def test_custom_avg_func_runs_the_loop_with_the_same_numbers(use_backend):
+    results = []
+    for cls in (ExponentialMovingAverage, LoopEMA):
+        model = bn_model()
+        averaged = cls(model, momentum=0.2, interval=2)
+        train(model, averaged, 5)
+        assert (averaged._plan is None) == (cls is LoopEMA)
+        results.append(averaged.state_dict())
+    assert all(torch.equal(v, results[1][k]) for k, v in results[0].items())
+
+
+def test_state_dict_layout_and_round_trip(use_backend):
+    model = bn_model()
+    ema = ExponentialMovingAverage(model, momentum=0.3)
+    train(model, ema, 3)
+    state = ema.state_dict()
+    assert list(state)[0] == 'steps' and state['steps'].dtype == torch.long and int(state['steps']) == 3
+    assert set(state) == {'steps'} | {f'module.{k}' for k in model.state_dict()}
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=True)
+    fresh = ExponentialMovingAverage(bn_model(), momentum=0.3)
+    weight = fresh.module[0].weight
+    fresh.load_state_dict(loaded)
+    assert fresh.module[0].weight is weight  # copied into the existing tensors, not replaced
+    assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in state.items())
+    train(model, ema, 1)
+    train(copy.deepcopy(model), fresh, 0)
+    fresh.update_parameters(model)
+    assert torch.equal(fresh.module[0].weight, ema.module[0].weight)
+
+
+def test_copies_and_pickles_after_updates(use_backend):
+    model = bn_model()
+    ema = ExponentialMovingAverage(model, momentum=0.3)
+    train(model, ema, 2)
+    for clone in (copy.deepcopy(ema), pickle.loads(pickle.dumps(ema))):
+        assert all(torch.equal(v, clone.state_dict()[k]) for k, v in ema.state_dict().items())
+        clone.update_parameters(model)
+        assert int(clone.steps) == 3
+
+
+def test_forward_delegates_and_module_is_frozen():
+    model = Scalar()
+    model.x.data.fill_(3.0)
+    ema = ExponentialMovingAverage(model)
+    assert float(ema(torch.tensor(2.0, dtype=torch.float64))) == 6.0
+    assert not any(p.requires_grad for p in ema.parameters())
+    assert ema.module is not model
+
+
+def test_momentum_and_decay():
+    model = Scalar()
+    assert ExponentialMovingAverage(model).momentum == 0.0002
+    assert ExponentialMovingAverage(model, decay=0.75).momentum == 0.25
+    assert MomentumAnnealingEMA(model, decay=0.9).momentum == pytest.approx(0.1)
+    with pytest.raises(ValueError, match='not both'):
+        ExponentialMovingAverage(model, momentum=0.1, decay=0.9)
+    with pytest.warns(UserWarning, match='weight of the \\*new\\* value'):
+        ExponentialMovingAverage(model, momentum=0.9)
+    for bad in (dict(momentum=0.0), dict(momentum=1.0), dict(decay=1.5)):
+        with pytest.raises(ValueError, match='must be in'):
+            ExponentialMovingAverage(model, **bad)
+    with pytest.raises(ValueError, match='gamma'):
+        MomentumAnnealingEMA(model, gamma=0)
+    with pytest.raises(ValueError, match='interval'):
+        StochasticWeightAverage(model, interval=0)
+
+
+def test_registered_and_built_like_emahook_does():
+    model = Scalar()
+    for name in ('ExponentialMovingAverage', 'MomentumAnnealingEMA', 'StochasticWeightAverage'):
+        averaged = MODELS.build(dict(type=name), default_args=dict(model=model))
+        assert type(averaged).__name__ == name and isinstance(averaged, BaseAveragedModel)
+
+
+def test_another_model_rebuilds_the_plan(use_backend):
+    a, b = Scalar(), Scalar()
+    ema = ExponentialMovingAverage(a, momentum=0.5)
+    a.x.data.fill_(2.0)
+    ema.update_parameters(a)
+    b.x.data.fill_(4.0)
+    ema.update_parameters(b)
+    assert float(ema.module.x) == 3.0
+    with pytest.raises(ValueError, match='not the model'):
+        ema.update_parameters(nn.Linear(1, 1))

@@ -1,0 +1,35 @@
+"""The `minimm` command: train, resume, test and info on the shipped demo config."""
+import os.path as osp
+
+import pytest
+
+from minimm.cli import DEMO_CONFIG, main
+
+
+def test_train_resume_test(tmp_path, capsys):
+    work_dir = str(tmp_path / 'run')
+    main(['train', DEMO_CONFIG, '--work-dir', work_dir, '--cfg-options',
+          'train_cfg.max_epochs=1', 'train_dataloader.batch_size=128'])
+    assert osp.exists(osp.join(work_dir, 'epoch_1.pth'))
+    assert osp.exists(osp.join(work_dir, 'digits_ema.py'))          # the dumped config
+    main(['train', DEMO_CONFIG, '--work-dir', work_dir, '--resume', '--cfg-options',
+          'train_cfg.max_epochs=2', 'train_dataloader.batch_size=128'])
+    assert osp.exists(osp.join(work_dir, 'epoch_2.pth'))
+    capsys.readouterr()
+    main(['test', DEMO_CONFIG, '--work-dir', str(tmp_path / 'test'),
+          '--checkpoint', osp.join(work_dir, 'epoch_2.pth')])
+    printed = capsys.readouterr().out
+    assert "'accuracy/top1'" in printed
+
+
+def test_info(capsys):
+    main(['info'])
+    out = capsys.readouterr().out
+    assert 'torch' in out and 'native ops' in out
+
+
+def test_bad_arguments():
+    with pytest.raises(SystemExit):
+        main(['train'])
+    with pytest.raises(SystemExit):
+        main(['info', '--bogus'])

@@ -1,0 +1,82 @@
+"""The docs execute: the ```python blocks of README.md and of every tutorial run and pass.
+
+Each Markdown file's python blocks are joined into one script, which runs in a subprocess in a
+fresh temporary working directory (so relative ``work_dirs/...`` paths never collide), with this
+process's environment — the ``MINIMM_NO_EXT=1`` lane therefore runs the docs on the PyTorch
+fallback — plus the repository root on ``PYTHONPATH``, so that a checkout works without
+``pip install -e .``. The tutorials end in assertions, so a doc that drifts from the code fails
+here with the file's name and output.
+
+The Chinese tutorials (``tutorials/zh_cn/``) must carry exactly the code of their English twins;
+``test_zh_cn_code_matches_english`` checks that. Their scripts are then byte-for-byte the English
+ones, so each distinct script runs once and both files share the result.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TUTORIALS = REPO / 'tutorials'
+ZH_CN = TUTORIALS / 'zh_cn'
+PYTHON_BLOCK = re.compile(r'^```python[ \t]*\n(.*?)^```[ \t]*$', re.DOTALL | re.MULTILINE)
+# A tutorial takes ~15 s on 2 idle cores; the limit leaves room for a machine busy with other tests.
+TIMEOUT_S = 600
+OUTPUT_TAIL = 6000
+
+
+def python_blocks(path: Path) -> list:
+    return PYTHON_BLOCK.findall(path.read_text(encoding='utf-8'))
+
+
+def doc_id(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+DOCS = [REPO / 'README.md'] + sorted(TUTORIALS.glob('*.md')) + sorted(ZH_CN.glob('*.md'))
+DOCS_WITH_CODE = [doc for doc in DOCS if python_blocks(doc)]
+
+
+@lru_cache(maxsize=None)
+def run_script(script: str) -> subprocess.CompletedProcess:
+    """Run ``script`` in a fresh temporary working directory; the result is cached per script."""
+    with tempfile.TemporaryDirectory(prefix='minimm_doc_') as tmp:
+        cwd = Path(tmp, 'cwd')
+        cwd.mkdir()
+        script_path = Path(tmp, 'doc_script.py')   # outside cwd: a doc must not rely on it
+        script_path.write_text(script, encoding='utf-8')
+        env = dict(os.environ)
+        env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(REPO), env.get('PYTHONPATH')]))
+        return subprocess.run([sys.executable, str(script_path)], cwd=cwd, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=TIMEOUT_S)
+
+
+@pytest.mark.parametrize('doc', DOCS_WITH_CODE, ids=doc_id)
+def test_doc_code_runs(doc):
+    result = run_script('\n\n'.join(python_blocks(doc)))
+    if result.returncode != 0:
+        pytest.fail(f'the python blocks of {doc_id(doc)} failed (exit code {result.returncode}); '
+                    f'last output:\n{result.stdout[-OUTPUT_TAIL:]}', pytrace=False)
+
+
+def test_every_tutorial_has_code_and_a_translation():
+    english = sorted(p.name for p in TUTORIALS.glob('*.md'))
+    chinese = sorted(p.name for p in ZH_CN.glob('*.md'))
+    assert english, 'no tutorials found'
+    assert chinese == english, 'tutorials/ and tutorials/zh_cn/ must hold the same file names'
+    numbered = [name for name in english if name[:2].isdigit()]
+    assert numbered and all(python_blocks(TUTORIALS / name) for name in numbered)
+
+
+@pytest.mark.parametrize('doc', sorted(ZH_CN.glob('*.md')), ids=doc_id)
+def test_zh_cn_code_matches_english(doc):
+    english = TUTORIALS / doc.name
+    assert english.exists(), f'{doc_id(doc)} has no English original {doc_id(english)}'
+    assert python_blocks(doc) == python_blocks(english), (
+        f'{doc_id(doc)}: the python blocks must be identical to those of {doc_id(english)}')

@@ -1,0 +1,191 @@
+"""ema_update_ and EMAPlan: closed forms for the reference twin, bit-for-bit equality for the native
+kernels, and the input checks."""
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minimm.ops import EMAPlan, averaging_weight, ema_update_, ema_update_ref
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+# (ema dtype, source dtype) pairs the averaged models meet: same dtype, and an fp32 EMA of a
+# mixed-precision model.
+PAIRS = [(d, d) for d in FLOATS] + [(torch.float32, torch.float16), (torch.float32, torch.bfloat16),
+                                    (torch.float64, torch.float32), (torch.float16, torch.float32)]
+TOL = {torch.float32: 1e-6, torch.float64: 1e-12, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
+def update(backend, ema, src, weight):
+    (ema_update_ref if backend == 'ref' else ema_update_)(ema, src, weight)
+
+
+def tensors(shapes, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
+    return [torch.randint(-1000, 1000, s, generator=g).to(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize('ema_dtype,src_dtype', PAIRS)
+def test_closed_form(backend, ema_dtype, src_dtype):
+    shapes = [(), (1,), (7,), (3, 5), (1000, 3), (4, 1, 2, 33)]
+    ema, src = tensors(shapes, ema_dtype, 1), tensors(shapes, src_dtype, 2)
+    expected = [e.double() + 0.3 * (s.double() - e.double()) for e, s in zip(ema, src)]
+    update(backend, ema, src, 0.3)
+    for e, x in zip(ema, expected):
+        assert e.dtype == ema_dtype
+        torch.testing.assert_close(e.double(), x, rtol=TOL[ema_dtype], atol=TOL[ema_dtype])
+
+
+@pytest.mark.parametrize('dtype', [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_integer_tensors_are_copied(backend, dtype):
+    ema, src = tensors([(5,), (2, 3)], dtype, 1), tensors([(5,), (2, 3)], dtype, 2)
+    update(backend, ema, src, 0.3)
+    assert all(torch.equal(e, s) for e, s in zip(ema, src))
+
+
+def test_weight_as_tensor_equals_weight_as_float(backend):
+    a, b = tensors([(100,), (3,)], torch.float32, 1), tensors([(100,), (3,)], torch.float32, 2)
+    a2 = [t.clone() for t in a]
+    update(backend, a, b, 0.125)
+    update(backend, a2, b, torch.tensor(0.125, dtype=torch.float64))
+    assert all(torch.equal(x, y) for x, y in zip(a, a2))
+
+
+def test_empty_lists(backend):
+    update(backend, [], [], 0.5)
+
+
+def shape_lists():
+    shape = st.lists(st.integers(0, 70), min_size=0, max_size=3).map(tuple)
+    return st.lists(st.tuples(shape, st.sampled_from(PAIRS + [(torch.int64, torch.int64)])), min_size=1,
+                    max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(specs=shape_lists(), weight=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
+def test_native_equals_reference(backend, specs, weight, seed):
+    """Random mixes of shapes (0-dim, empty, odd sizes) and dtype pairs: bit-for-bit equal."""
+    ema = [tensors([shape], e, seed + i)[0] for i, (shape, (e, _)) in enumerate(specs)]
+    src = [tensors([shape], s, seed + 100 + i)[0] for i, (shape, (_, s)) in enumerate(specs)]
+    expected = [t.clone() for t in ema]
+    ema_update_ref(expected, src, weight)
+    update(backend, ema, src, weight)
+    for got, want in zip(ema, expected):
+        assert torch.equal(got, want) or (got.isnan() == want.isnan()).all()
+
+
+def test_thousands_of_tensors_and_large_ones(backend):
+    """More tensors than one CUDA launch table holds, and tensors spanning many chunks."""
+    shapes = [(i % 37 + 1,) for i in range(3000)] + [(300001,), (65536 * 3 + 5,)]
+    ema, src = tensors(shapes, torch.float32, 1), tensors(shapes, torch.float32, 2)
+    expected = [t.clone() for t in ema]
+    ema_update_ref(expected, src, 0.01)
+    update(backend, ema, src, 0.01)
+    assert all(torch.equal(a, b) for a, b in zip(ema, expected))
+
+
+def test_channels_last_pairs(backend):
+    ema = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    src = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    expected = ema.double() + 0.5 * (src.double() - ema.double())
+    update(backend, [ema], [src], 0.5)
+    torch.testing.assert_close(ema.double(), expected)
+
+
+@pytest.mark.parametrize('ema,src,message', [
+    ([torch.zeros(2)], [], 'got 1'),
+    ([torch.zeros(2)], [torch.zeros(3)], 'shapes'),
+    ([torch.zeros(2, dtype=torch.long)], [torch.zeros(2)], 'dtypes'),
+])
+def test_bad_input_is_an_error(backend, ema, src, message):
+    with pytest.raises((ValueError, RuntimeError), match=message):
+        update(backend, ema, src, 0.5)
+
+
+def test_native_rejects_mismatched_layouts(backend):
+    if backend == 'ref':
+        pytest.skip('the twin works on any layout; only the kernels need dense, equal strides')
+    with pytest.raises(RuntimeError, match='not dense with equal strides'):
+        ema_update_([torch.zeros(4, 3)], [torch.zeros(3, 4).t()], 0.5)
+    with pytest.raises(RuntimeError, match='not dense with equal strides'):
+        ema_update_([torch.zeros(4, 6)[:, ::2]], [torch.zeros(4, 3)], 0.5)
+
+
+# ---- EMAPlan ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('rule,momentum,gamma,interval', [
+    ('ema', 0.1, 100.0, 1), ('ema', 0.3, 100.0, 3), ('anneal', 0.01, 4.0, 1), ('anneal', 0.2, 3.0, 2),
+    ('swa', 0.0, 100.0, 1), ('swa', 0.0, 100.0, 2)])
+def test_plan_follows_mmengine_update_parameters(backend, rule, momentum, gamma, interval):
+    """The plan against MMEngine's update_parameters written out: copy on call 0, average on
+    calls interval, 2*interval, ..., mirror every call, count every call."""
+    shapes = [(3, 4), (), (17,)]
+    ema, src = tensors(shapes, torch.float32, 1), tensors(shapes, torch.float32, 2)
+    count_ema, count_src = [torch.zeros(1, dtype=torch.long)], [torch.zeros(1, dtype=torch.long)]
+    mirror_ema, mirror_src = [torch.zeros(5)], [torch.zeros(5)]
+    expected = [t.double() for t in ema]
+    plan = EMAPlan(ema + count_ema, src + count_src, mirror_ema, mirror_src, rule=rule, momentum=momentum,
+                   gamma=gamma, interval=interval, backend=backend)
+    steps = torch.tensor(0)
+    for call in range(7):
+        for t in src + count_src + mirror_src:
+            t.add_(1)
+        if call == 0:
+            expected = [s.double() for s in src]
+        elif call % interval == 0:
+            w = averaging_weight(rule, call, momentum, gamma, interval)
+            expected = [x + w * (s.double() - x) for x, s in zip(expected, src)]
+        plan.step(steps)
+        assert int(steps) == call + 1
+        for got, want in zip(ema, expected):
+            torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
+        assert torch.equal(mirror_ema[0], mirror_src[0])
+        last_averaged = call - call % interval
+        assert int(count_ema[0]) == last_averaged + 1  # integers are copied on averaging calls
+
+
+@pytest.mark.parametrize('rule', ['ema', 'anneal', 'swa'])
+def test_plan_native_equals_reference(backend, rule):
+    if backend == 'ref':
+        pytest.skip('compares the native plan with the reference plan')
+    shapes = [(33,), (), (8, 9), (5000,)]
+    runs = {}
+    for name in ('ref', 'native'):
+        ema = tensors(shapes, torch.float32, 1) + tensors([(4,)], torch.float16, 3)
+        src = tensors(shapes, torch.float32, 2) + tensors([(4,)], torch.float16, 4)
+        plan = EMAPlan(ema, src, rule=rule, momentum=0.05, gamma=7.0, interval=2, backend=name)
+        steps = torch.tensor(0)
+        for _ in range(6):
+            for s in src:
+                s.mul_(0.9).add_(0.1)
+            plan.step(steps)
+        runs[name] = ema
+    assert all(torch.equal(a, b) for a, b in zip(runs['ref'], runs['native']))
+
+
+def test_plan_follows_reassigned_data(backend):
+    """`param.data = x` (what Module.to/half do) re-points a tensor; the plan follows it."""
+    ema, src = [torch.zeros(4)], [torch.nn.Parameter(torch.ones(4))]
+    plan = EMAPlan(ema, src, rule='ema', momentum=0.5, backend=backend)
+    steps = torch.tensor(0)
+    plan.step(steps)
+    src[0].data = torch.full((4,), 3.0)
+    plan.step(steps)
+    assert torch.equal(ema[0], torch.full((4,), 2.0))
+
+
+def test_plan_checks_its_input():
+    with pytest.raises(ValueError, match='unknown rule'):
+        EMAPlan([], [], rule='decay')
+    with pytest.raises(ValueError, match='interval'):
+        EMAPlan([], [], interval=0)
+    with pytest.raises(ValueError, match='shapes'):
+        EMAPlan([torch.zeros(2)], [torch.zeros(3)])
+
+
+def test_averaging_weight_closed_forms():
+    assert [round(averaging_weight('anneal', s, 0.01, 4), 3) for s in (1, 2, 3)] == [0.8, 0.667, 0.571]
+    assert averaging_weight('anneal', 10**6, 0.01, 4) == 0.01
+    assert [averaging_weight('swa', s, interval=2) for s in (2, 4, 6)] == [1 / 2, 1 / 3, 1 / 4]
+    assert averaging_weight('ema', 5, 0.25) == 0.25
