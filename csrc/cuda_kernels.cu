@@ -294,13 +294,13 @@ void ema_plan_step_cuda(const c10::intrusive_ptr<EMAPlan>& plan, at::Tensor step
   TORCH_CHECK(plan->watched.empty() || plan->device == steps.device(), "ema_plan_step: the plan's tensors are on ",
               plan->device, " but steps is on ", steps.device());
   const c10::cuda::CUDAGuard guard(steps.device());
-  if (plan->stale()) {
+  if (plan->stale(c10::DeviceType::CUDA)) {
     plan->check();
     std::vector<Row> rows;
     add_pairs(rows, plan->ema, plan->src, /*mirrored=*/false);
     add_pairs(rows, plan->mirror_ema, plan->mirror_src, /*mirrored=*/true);
     plan->table = std::make_shared<std::vector<Launch>>(build_launches(rows));
-    plan->remember();
+    plan->remember(c10::DeviceType::CUDA);
   }
   int64_t* counter = steps.data_ptr<int64_t>();
   WeightSource rule = plan->rule;
@@ -342,14 +342,14 @@ struct PackLaunches {
 void pack_plan_run_cuda(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList flats, bool unpack, double scale) {
   const c10::cuda::CUDAGuard guard(plan->device);
   auto* launches = static_cast<PackLaunches*>(plan->table.get());
-  if (plan->stale()) {
+  if (plan->stale(c10::DeviceType::CUDA)) {
     plan->check();
     auto fresh = std::make_shared<PackLaunches>();
     fresh->pack = build_launches(flat_rows(flats, plan->tensors, plan->layout, /*to_flat=*/true, 1.0));
     fresh->unpack = build_launches(flat_rows(flats, plan->tensors, plan->layout, /*to_flat=*/false, scale));
     fresh->unpack_scale = scale;
     plan->table = fresh;
-    plan->remember();
+    plan->remember(c10::DeviceType::CUDA);
     launches = fresh.get();
   }
   if (!unpack) return run_launches(launches->pack, fixed_weight(0, nullptr), 1.0);

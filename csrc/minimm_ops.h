@@ -1,5 +1,5 @@
-// Shared declarations of minimm's native ops: the averaging rules, the persistent EMA plan and
-// the input checks. Included by the op registration, the CPU kernels and the CUDA kernels.
+// Shared declarations of minimm's native ops: the averaging rules, the persistent plans (EMA and
+// pack) and the input checks. Included by the op registration, the CPU and the CUDA kernels.
 //
 // The numbers are defined by the PyTorch twins in minimm/ops (ema_update_ref, pack_ref, ...):
 // every floating update is computed in the "accumulate" type (double for a double EMA, float for
@@ -7,7 +7,8 @@
 //     d = src - ema;   p = weight * d;   ema = ema + p
 // and rounded once to the EMA's dtype. No fused multiply-add is allowed to contract them (the
 // CPU sources are compiled with -ffp-contract=off, the CUDA kernels use the __*_rn intrinsics),
-// so the kernels agree bit for bit with the twins on every machine.
+// so the kernels agree bit for bit with the twins on every machine. Unpacking with a scale
+// multiplies in the same accumulate type; integers are rounded to nearest (ties to even).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -64,23 +65,38 @@ template <typename E> struct AccOf { using type = float; };
 template <> struct AccOf<double> { using type = double; };
 template <typename E> using acc_t = typename AccOf<E>::type;
 
+// Where a tensor's data lives, read from its TensorImpl alone (Tensor::data_ptr() would also
+// load the StorageImpl: one more cache miss per tensor, which dominated a plan step on a model
+// with thousands of small tensors). Re-pointing a tensor (`param.data = x`, `.to()`, `set_`) or
+// resizing it changes one of these fields; a storage resized underneath its tensors
+// (`untyped_storage().resize_()`, as FSDP does) is not seen, and plans do not support it.
+struct TensorPlace {
+  const void* storage;
+  int64_t offset, numel;
+  bool operator==(const TensorPlace& o) const {
+    return storage == o.storage && offset == o.offset && numel == o.numel;
+  }
+};
+
+inline TensorPlace place_of(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return {impl->unsafe_storage().unsafeGetStorageImpl(), impl->storage_offset(), impl->numel()};
+}
+
 // What both persistent plans share. A plan holds its tensors (never raw pointers alone), so
-// memory it points into stays alive; the kernels keep their per-tensor table (pointers, sizes,
-// chunk map) in `table` and rebuild it only when `stale()` says a tensor now has another storage,
-// offset or size, e.g. after `param.data = ...`. The check costs a few ns per tensor; building
-// the table (and re-running all input checks) happens once.
+// memory it points into stays alive. The kernels keep their table (pointers, sizes, chunk map)
+// in `table` and rebuild it, re-running all input checks, when a tensor has moved since it was
+// built: the CUDA kernels scan `watched` with stale() before launching; the CPU kernels check
+// each row right before processing it (see cpu_kernels.cpp), which costs less there.
 struct PlanBase : torch::CustomClassHolder {
   std::vector<at::Tensor> watched;   // every tensor the table points into
-  struct Seen {
-    const void* storage;
-    int64_t offset, numel;
-  };
-  std::vector<Seen> seen;            // their storages, offsets and sizes when the table was built
-  std::shared_ptr<void> table;       // the kernel file's table type (CPU or CUDA)
+  std::vector<TensorPlace> seen;     // where they were when the table was built (stale/remember)
+  std::shared_ptr<void> table;       // the kernel file's table type (CPU or CUDA) ...
+  c10::DeviceType table_type{};      // ... and which of the two it is
   at::Device device{at::kCPU};
 
-  bool stale() const;
-  void remember();                   // call after (re)building `table`
+  bool stale(c10::DeviceType type) const;  // no table for `type`, or a watched tensor moved
+  void remember(c10::DeviceType type);     // call after (re)building `table` for `type`
 };
 
 // The persistent EMA plan: the (ema, src) pairs to average and the (ema, src) pairs to mirror on

@@ -43,32 +43,17 @@ void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const a
   }
 }
 
-namespace {
-
-// Where a tensor's data lives, read from its TensorImpl alone. Tensor::data_ptr() would also
-// load the StorageImpl (one more cache miss per tensor), which dominated a plan step on a model
-// with thousands of small tensors. Re-pointing a tensor (`param.data = x`, `.to()`, `set_`) or
-// resizing it changes one of these fields; what is not seen is a storage resized underneath its
-// tensors (`untyped_storage().resize_()`, as FSDP does), which a plan does not support.
-PlanBase::Seen seen_of(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  return {impl->unsafe_storage().unsafeGetStorageImpl(), impl->storage_offset(), impl->numel()};
-}
-
-}  // namespace
-
-bool PlanBase::stale() const {
-  if (!table) return true;
-  for (size_t i = 0; i < watched.size(); ++i) {
-    const Seen now = seen_of(watched[i]);
-    if (now.storage != seen[i].storage || now.offset != seen[i].offset || now.numel != seen[i].numel) return true;
-  }
+bool PlanBase::stale(c10::DeviceType type) const {
+  if (!table || table_type != type) return true;
+  for (size_t i = 0; i < watched.size(); ++i)
+    if (!(place_of(watched[i]) == seen[i])) return true;
   return false;
 }
 
-void PlanBase::remember() {
+void PlanBase::remember(c10::DeviceType type) {
+  table_type = type;
   seen.clear();
-  for (const at::Tensor& t : watched) seen.push_back(seen_of(t));
+  for (const at::Tensor& t : watched) seen.push_back(place_of(t));
 }
 
 EMAPlan::EMAPlan(std::vector<at::Tensor> ema_, std::vector<at::Tensor> src_, std::vector<at::Tensor> mirror_ema_,

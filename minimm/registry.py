@@ -60,9 +60,9 @@ class Registry:
         """Return the callable registered as ``key``, or ``None``."""
         return self._module_dict.get(key)
 
-    def build(self, cfg: Any, **default_args) -> Any:
+    def build(self, cfg: Any, default_args: Optional[dict] = None) -> Any:
         """Build an object from ``cfg`` (a dict with ``type``), filling gaps from ``default_args``."""
-        return self.build_func(cfg, registry=self, default_args=default_args or None)
+        return self.build_func(cfg, registry=self, default_args=default_args)
 
     def _register_module(self, module: Callable, module_name: Union[str, List[str], None],
                          force: bool) -> None:

@@ -15,5 +15,5 @@ start=$(date +%s)
 "$PYTHON" setup.py -q build_ext --build-temp "$out/temp" --build-lib "$out/lib"
 so=$(find "$out/lib" -name '_C*.so')
 test -n "$so" || { echo "compile_cuda.sh: no extension was produced" >&2; exit 1; }
-nm -D --defined-only "$so" | grep -q average_kernel || { echo "compile_cuda.sh: $so has no CUDA kernels" >&2; exit 1; }
+readelf -S "$so" | grep -q nv_fatbin || { echo "compile_cuda.sh: $so holds no CUDA code (no .nv_fatbin)" >&2; exit 1; }
 echo "compile_cuda.sh: CUDA build OK in $(( $(date +%s) - start )) s ($(basename "$so"))"

@@ -219,7 +219,7 @@ def test_momentum_and_decay():
         StochasticWeightAverage(model, interval=0)
 
 
-def test_registered_and_built_like_emahook_does():
+def test_registered_in_models():
     model = Scalar()
     for name in ('ExponentialMovingAverage', 'MomentumAnnealingEMA', 'StochasticWeightAverage'):
         averaged = MODELS.build(dict(type=name), default_args=dict(model=model))

@@ -3,9 +3,9 @@
 Each Markdown file's python blocks are joined into one script, which runs in a subprocess in a
 fresh temporary working directory (so relative ``work_dirs/...`` paths never collide), with this
 process's environment — the ``MINIMM_NO_EXT=1`` lane therefore runs the docs on the PyTorch
-fallback — plus the repository root on ``PYTHONPATH``, so that a checkout works without
-``pip install -e .``. The tutorials end in assertions, so a doc that drifts from the code fails
-here with the file's name and output.
+fallback — plus the repository root on ``PYTHONPATH`` (a checkout works without
+``pip install -e .``) and ``OMP_NUM_THREADS=1`` unless it is set. The tutorials end in
+assertions, so a doc that drifts from the code fails here, naming the file and showing its output.
 
 The Chinese tutorials (``tutorials/zh_cn/``) must carry exactly the code of their English twins;
 ``test_zh_cn_code_matches_english`` checks that. Their scripts are then byte-for-byte the English
@@ -18,6 +18,7 @@ import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional, Tuple
 
 import pytest
 
@@ -25,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 TUTORIALS = REPO / 'tutorials'
 ZH_CN = TUTORIALS / 'zh_cn'
 PYTHON_BLOCK = re.compile(r'^```python[ \t]*\n(.*?)^```[ \t]*$', re.DOTALL | re.MULTILINE)
-# A tutorial takes ~15 s on 2 idle cores; the limit leaves room for a machine busy with other tests.
+# A tutorial takes about 10 s on 2 cores; the limit leaves room for a machine busy with other work.
 TIMEOUT_S = 600
 OUTPUT_TAIL = 6000
 
@@ -43,8 +44,11 @@ DOCS_WITH_CODE = [doc for doc in DOCS if python_blocks(doc)]
 
 
 @lru_cache(maxsize=None)
-def run_script(script: str) -> subprocess.CompletedProcess:
-    """Run ``script`` in a fresh temporary working directory; the result is cached per script."""
+def run_script(script: str) -> Tuple[Optional[int], str]:
+    """Run ``script`` in a fresh temporary working directory; return (exit code, output).
+
+    The exit code is None when the script ran past ``TIMEOUT_S``. Results are cached per script.
+    """
     with tempfile.TemporaryDirectory(prefix='minimm_doc_') as tmp:
         cwd = Path(tmp, 'cwd')
         cwd.mkdir()
@@ -52,17 +56,26 @@ def run_script(script: str) -> subprocess.CompletedProcess:
         script_path.write_text(script, encoding='utf-8')
         env = dict(os.environ)
         env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(REPO), env.get('PYTHONPATH')]))
-        return subprocess.run([sys.executable, str(script_path)], cwd=cwd, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=TIMEOUT_S)
+        # The tutorials' models are tiny, so a second thread buys nothing, while OpenMP threads
+        # spin-waiting on a busy machine turned a 9 s tutorial into 70 s here.
+        env.setdefault('OMP_NUM_THREADS', '1')
+        try:
+            result = subprocess.run([sys.executable, str(script_path)], cwd=cwd, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            output = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or '')
+            return None, output
+        return result.returncode, result.stdout
 
 
 @pytest.mark.parametrize('doc', DOCS_WITH_CODE, ids=doc_id)
 def test_doc_code_runs(doc):
-    result = run_script('\n\n'.join(python_blocks(doc)))
-    if result.returncode != 0:
-        pytest.fail(f'the python blocks of {doc_id(doc)} failed (exit code {result.returncode}); '
-                    f'last output:\n{result.stdout[-OUTPUT_TAIL:]}', pytrace=False)
+    returncode, output = run_script('\n\n'.join(python_blocks(doc)))
+    if returncode != 0:
+        what = f'ran past {TIMEOUT_S} s' if returncode is None else f'exit code {returncode}'
+        pytest.fail(f'the python blocks of {doc_id(doc)} failed ({what}); last output:\n'
+                    f'{output[-OUTPUT_TAIL:]}', pytrace=False)
 
 
 def test_every_tutorial_has_code_and_a_translation():

@@ -81,5 +81,6 @@ def test_bad_inputs():
 def test_optimizers_prefilled_from_torch():
     assert OPTIMIZERS.get('SGD') is torch.optim.SGD
     assert OPTIMIZERS.get('AdamW') is torch.optim.AdamW
-    opt = OPTIMIZERS.build(dict(type='SGD', lr=0.1), params=[torch.nn.Parameter(torch.ones(1))])
+    opt = OPTIMIZERS.build(dict(type='SGD', lr=0.1),
+                           default_args=dict(params=[torch.nn.Parameter(torch.ones(1))]))
     assert opt.defaults['lr'] == 0.1

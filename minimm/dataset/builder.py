@@ -62,7 +62,8 @@ def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = 
     sampler_cfg = cfg.pop('sampler')
     if isinstance(sampler_cfg, dict):
         sampler_seed = None if diff_rank_seed else seed
-        sampler = DATA_SAMPLERS.build(sampler_cfg, dataset=dataset, seed=sampler_seed)
+        sampler = DATA_SAMPLERS.build(sampler_cfg,
+                                      default_args=dict(dataset=dataset, seed=sampler_seed))
     else:
         sampler = sampler_cfg
 
@@ -70,8 +71,8 @@ def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = 
     if isinstance(batch_sampler_cfg, dict):
         if 'batch_size' not in cfg:
             raise KeyError('dataloader config with a batch_sampler dict needs a batch_size key')
-        batch_sampler = DATA_SAMPLERS.build(batch_sampler_cfg, sampler=sampler,
-                                            batch_size=cfg.pop('batch_size'))
+        batch_sampler = DATA_SAMPLERS.build(
+            batch_sampler_cfg, default_args=dict(sampler=sampler, batch_size=cfg.pop('batch_size')))
     else:
         batch_sampler = batch_sampler_cfg
 

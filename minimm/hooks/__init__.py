@@ -10,3 +10,6 @@ from .runtime_info_hook import RuntimeInfoHook
 from .iter_timer_hook import IterTimerHook
 from .logger_hook import LoggerHook
 from .param_scheduler_hook import ParamSchedulerHook
+from .ema_hook import EMAHook
+from .sync_buffers_hook import SyncBuffersHook
+from .empty_cache_hook import EmptyCacheHook

@@ -14,21 +14,26 @@ still knows which old files to delete and which score to beat.
   better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when not
   given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the previous best.
   The latest periodic checkpoint is then re-saved so the new best score is recorded in it.
+* ``published_keys``: after training, the last and the best checkpoints are re-saved with only
+  these top-level keys (e.g. ``['meta', 'state_dict']``, to share a model without optimizer
+  state) as ``{name}-{first 8 hex digits of its sha256}.pth``.
 
-Left out compared with MMEngine: file backends and ``published_keys``; and unknown keyword
-arguments are rejected when the hook is built (MMEngine forwards them to ``save_checkpoint``, so a
-typo only fails at the first save).
+Left out compared with MMEngine: file backends; and unknown keyword arguments are rejected when
+the hook is built (MMEngine forwards them to ``save_checkpoint``, so a typo only fails at the first
+save).
 """
+import hashlib
 import os
 import os.path as osp
+import pickle
 import shutil
 from collections import deque
 from math import inf
 from typing import Dict, List, Optional, Sequence, Union
 
-from ..dist import is_main_process
+from ..dist import is_main_process, master_only
 from ..registry import HOOKS
-from ..runner.checkpoint import write_last_checkpoint
+from ..runner.checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
 from .hook import Hook
 
 
@@ -64,8 +69,16 @@ class CheckpointHook(Hook):
                  save_begin: int = 0):
         if file_client_args is not None or backend_args is not None:
             raise ValueError('file backends are not supported: checkpoints go to local folders')
+        if isinstance(published_keys, str):
+            published_keys = [published_keys]
         if published_keys is not None:
-            raise ValueError('published_keys is not supported by minimm')
+            if not (isinstance(published_keys, (list, tuple))
+                    and all(isinstance(k, str) for k in published_keys)):
+                raise TypeError('published_keys should be None, a str or a sequence of str, '
+                                f'but got {published_keys!r}')
+            if len(set(published_keys)) != len(published_keys):
+                raise ValueError(f'duplicate keys in published_keys: {published_keys}')
+        self.published_keys = published_keys
         if save_begin < 0:
             raise ValueError(f'save_begin should not be less than 0, but got {save_begin}')
         self.interval = interval
@@ -189,6 +202,30 @@ class CheckpointHook(Hook):
                                   'best checkpoint will be skipped in this evaluation.')
             return
         self._save_best_checkpoint(runner, metrics)
+
+    def after_train(self, runner) -> None:
+        if self.published_keys is None:
+            return
+        if self.save_last and self.last_ckpt is not None:
+            self._publish_model(runner, self.last_ckpt)
+        for best in (self.best_ckpt_path_dict.values() if self.save_best is not None else ()):
+            if best is not None:
+                self._publish_model(runner, best)
+
+    @master_only
+    def _publish_model(self, runner, ckpt_path: str) -> None:
+        """Re-save ``ckpt_path`` with only ``published_keys``, named after its content hash."""
+        checkpoint = load_checkpoint_file(ckpt_path)
+        removed = [key for key in checkpoint if key not in self.published_keys]
+        for key in removed:
+            del checkpoint[key]
+        if removed:
+            runner.logger.info(f'Key {removed} will be removed because they are not found in '
+                               'published_keys.')
+        sha = hashlib.sha256(pickle.dumps(checkpoint)).hexdigest()
+        final_path = f'{osp.splitext(ckpt_path)[0]}-{sha[:8]}.pth'
+        save_checkpoint(checkpoint, final_path)
+        runner.logger.info(f'The checkpoint ({ckpt_path}) is published to {final_path}.')
 
     # ------------------------------------------------------------------ saving
     def _save_checkpoint(self, runner) -> None:

@@ -11,12 +11,16 @@ Validation and testing need no gradient synchronisation and simply delegate to t
 Left out compared with MMEngine: ``detect_anomalous_params`` and the other wrappers (FSDP,
 DeepSpeed, ``MMSeparateDistributedDataParallel``).
 """
+import inspect
 from typing import Dict, Optional, Sequence, Union
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from .base_model import BaseModel
+
+_HAS_FORWARD_SYNC_BUFFERS = 'forward_sync_buffers' in inspect.signature(
+    DistributedDataParallel.__init__).parameters
 
 
 class MMDistributedDataParallel(DistributedDataParallel):
@@ -32,8 +36,13 @@ class MMDistributedDataParallel(DistributedDataParallel):
 
     def __init__(self, module: torch.nn.Module, device_ids: Optional[Sequence[int]] = None,
                  broadcast_buffers: bool = False, **kwargs):
-        super().__init__(module, device_ids=device_ids, broadcast_buffers=broadcast_buffers,
-                         **kwargs)
+        # torch 2.14 renamed the option (the new one also syncs buffers once at construction,
+        # which is harmless: every rank builds the model from the same seed).
+        if _HAS_FORWARD_SYNC_BUFFERS:
+            kwargs['forward_sync_buffers'] = broadcast_buffers
+        else:
+            kwargs['broadcast_buffers'] = broadcast_buffers
+        super().__init__(module, device_ids=device_ids, **kwargs)
 
     def train_step(self, data: Union[dict, tuple, list], optim_wrapper) -> Dict[str, torch.Tensor]:
         """``BaseModel.train_step`` with the loss forward run through DDP."""

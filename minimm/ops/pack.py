@@ -71,7 +71,10 @@ def unpack_ref(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor],
 
 def pack(tensors: Sequence[Tensor]) -> List[Tensor]:
     """One flat tensor per (dtype, device) of ``tensors`` (first-seen order), the tensors back to back."""
-    return PackPlan(tensors).pack()
+    tensors = list(tensors)
+    if tensors and len({t.device for t in tensors}) == 1 and native_for(tensors[0].device):
+        return list(torch.ops.minimm.pack(tensors))
+    return pack_ref(tensors)
 
 
 def unpack_(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor], scale: float = 1.0) -> None:

@@ -53,8 +53,8 @@ def build_optim_wrapper(model: torch.nn.Module,
     if isinstance(optimizer, dict):
         # A DDP-wrapped model's parameters are those of the module inside it.
         module = model.module if hasattr(model, 'module') else model
-        optimizer = OPTIMIZERS.build(optimizer, params=module.parameters())
+        optimizer = OPTIMIZERS.build(optimizer, default_args=dict(params=module.parameters()))
     elif not isinstance(optimizer, Optimizer):
         raise TypeError('optim_wrapper.optimizer should be a config dict or a torch Optimizer, '
                         f'but got {type(optimizer)}')
-    return OPTIM_WRAPPERS.build(wrapper_cfg, optimizer=optimizer)
+    return OPTIM_WRAPPERS.build(wrapper_cfg, default_args=dict(optimizer=optimizer))

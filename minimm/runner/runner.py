@@ -385,7 +385,8 @@ class Runner:
         if 'type' in cfg and 'by_epoch' in cfg:
             raise RuntimeError('only one of `type` or `by_epoch` can be set in train_cfg')
         if 'type' in cfg:
-            return LOOPS.build(cfg, runner=self, dataloader=self._train_dataloader)
+            return LOOPS.build(cfg, default_args=dict(runner=self,
+                                                   dataloader=self._train_dataloader))
         if 'by_epoch' not in cfg:
             raise KeyError('train_cfg needs `by_epoch` (True: max_epochs, False: max_iters) '
                            'or a loop `type`')
@@ -401,7 +402,7 @@ class Runner:
                             evaluator=getattr(self, f'_{mode}_evaluator'))
         cfg = dict(loop)
         if 'type' in cfg:
-            return LOOPS.build(cfg, **default_args)
+            return LOOPS.build(cfg, default_args=default_args)
         return (ValLoop if mode == 'val' else TestLoop)(**cfg, **default_args)
 
     # ------------------------------------------------------------------ hooks
@@ -555,7 +556,12 @@ class Runner:
 
     # ------------------------------------------------------------------ checkpoints
     def load_or_resume(self) -> None:
-        """Resume (``resume=True``) or load weights (``load_from``), once."""
+        """Resume (``resume=True``) or load weights (``load_from``), once.
+
+        Only a call that loaded something counts (``resume``/``load_checkpoint`` set
+        ``_has_loaded``), as in MMEngine: with ``resume=True`` and no checkpoint yet, a later
+        ``val()``/``test()`` on the same runner resumes from the checkpoint training just wrote.
+        """
         if self._has_loaded:
             return
         resume_from = None
@@ -568,7 +574,6 @@ class Runner:
             self.resume(resume_from)
         elif self._load_from is not None:
             self.load_checkpoint(self._load_from)
-        self._has_loaded = True
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
                         revise_keys=((r'^module\.', ''), )) -> dict:
@@ -650,8 +655,10 @@ class Runner:
             save_param_scheduler = False
         if save_param_scheduler:
             checkpoint['param_schedulers'] = [s.state_dict() for s in self.param_schedulers]
+        # Where the file goes, for hooks that write a companion file (EMAHook's EMA-only copy).
+        self._checkpoint_path_being_saved = osp.join(out_dir, filename)
         self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
-        save_checkpoint(checkpoint, osp.join(out_dir, filename))
+        save_checkpoint(checkpoint, self._checkpoint_path_being_saved)
 
     # ------------------------------------------------------------------ logging helpers
     def _log_env(self) -> None:
@@ -664,8 +671,7 @@ class Runner:
 
     @master_only
     def _dump_config(self) -> None:
-        if not self.cfg:
-            return
+        # Dumped even when empty (a Runner built from arguments), as MMEngine does.
         name = osp.basename(self.cfg.filename) if self.cfg.filename else f'{self.timestamp}.py'
         self.cfg.dump(osp.join(self.work_dir, name))
 

@@ -29,7 +29,7 @@ def build_param_scheduler(cfg, optimizer: OptimizerType,
         raise KeyError(f'a param_scheduler entry needs a `type`, but got {cfg}')
     args = dict(cfg)
     if not args.pop('convert_to_iter_based', False):
-        return PARAM_SCHEDULERS.build(args, optimizer=optimizer)
+        return PARAM_SCHEDULERS.build(args, default_args=dict(optimizer=optimizer))
     scheduler_type = args.pop('type')
     scheduler_cls = (PARAM_SCHEDULERS.get(scheduler_type) if isinstance(scheduler_type, str)
                      else scheduler_type)

@@ -6,6 +6,9 @@ The lr climbs from ``eta_max / div_factor`` to ``eta_max`` over the first ``pct_
 anneals to the minimum. Unlike the other schedulers this one is *not* chainable: each value is
 computed from the phase's start and end values, which it stores in the groups as
 ``initial_lr``, ``max_lr`` and ``min_lr``.
+
+Its ``state_dict()`` holds ``anneal_strategy`` (the string) where MMEngine's holds ``anneal_func``
+(the function itself), so the checkpoint loads with ``torch.load(weights_only=True)``.
 """
 import math
 from typing import List, Optional, Sequence, Union
@@ -85,14 +88,14 @@ class OneCycleParamScheduler(_ParamScheduler):
         climb_end = float(pct_start * total_steps) - 1
         if three_phase:
             return [
-                dict(end_step=climb_end, start='initial_lr', end='max_lr'),
-                dict(end_step=float(2 * pct_start * total_steps) - 2, start='max_lr',
-                     end='initial_lr'),
-                dict(end_step=total_steps - 1, start='initial_lr', end='min_lr'),
+                dict(end_step=climb_end, start_lr='initial_lr', end_lr='max_lr'),
+                dict(end_step=float(2 * pct_start * total_steps) - 2, start_lr='max_lr',
+                     end_lr='initial_lr'),
+                dict(end_step=total_steps - 1, start_lr='initial_lr', end_lr='min_lr'),
             ]
         return [
-            dict(end_step=climb_end, start='initial_lr', end='max_lr'),
-            dict(end_step=total_steps - 1, start='max_lr', end='min_lr'),
+            dict(end_step=climb_end, start_lr='initial_lr', end_lr='max_lr'),
+            dict(end_step=total_steps - 1, start_lr='max_lr', end_lr='min_lr'),
         ]
 
     @staticmethod
@@ -119,7 +122,7 @@ class OneCycleParamScheduler(_ParamScheduler):
                 end_step = phase['end_step']
                 if step_num <= end_step or i == len(self._schedule_phases) - 1:
                     pct = (step_num - start_step) / (end_step - start_step)
-                    values.append(anneal(group[phase['start']], group[phase['end']], pct))
+                    values.append(anneal(group[phase['start_lr']], group[phase['end_lr']], pct))
                     break
                 start_step = end_step
         return values

@@ -58,13 +58,16 @@ class _ParamScheduler:
                  verbose: bool = False):
         self._attach(optimizer, param_name, begin, end, last_step, by_epoch)
         self.base_values = [group[f'initial_{param_name}'] for group in optimizer.param_groups]
+        # Attributes are set in MMEngine's order, so state_dict() lists its keys in that order.
+        self.last_step = last_step
         self._global_step = -1
         self.verbose = verbose
         self.step()
 
     def _attach(self, optimizer: OptimizerType, param_name: str, begin: int, end: int,
                 last_step: int, by_epoch: bool) -> None:
-        """Validate the arguments and record ``initial_{param_name}`` in every group."""
+        """Validate the arguments and record ``initial_{param_name}`` in every group (the caller
+        sets ``last_step``)."""
         if not isinstance(optimizer, (Optimizer, OptimWrapper)):
             raise TypeError('optimizer should be an Optimizer or an OptimWrapper, but got '
                             f'{type(optimizer).__name__}')
@@ -88,7 +91,6 @@ class _ParamScheduler:
             elif f'initial_{param_name}' not in group:
                 raise KeyError(f"param 'initial_{param_name}' is not specified in "
                                f'param_groups[{i}] when resuming an optimizer')
-        self.last_step = last_step
 
     @classmethod
     def build_iter_from_epoch(cls, *args, begin: Union[int, float] = 0,

@@ -57,21 +57,23 @@ class ReduceOnPlateauParamScheduler(_ParamScheduler):
         # Unlike the other schedulers, construction does not count as a step: the first
         # evaluation is the first thing this scheduler can react to.
         self._attach(optimizer, param_name, begin, end, last_step, by_epoch)
+        # Attributes are set in MMEngine's order, so state_dict() lists its keys in that order.
+        self.last_step = last_step
         self._global_step = 0
         self.verbose = verbose
         self.factor = factor
         self.min_values = self._format_min_values(optimizer, min_value)
         self.patience = patience
         self.cooldown = cooldown
+        self.cooldown_counter = 0
+        self.rule_worse = INF if rule == 'less' else -INF
+        self.best = self.rule_worse
+        self.num_bad_epochs = 0
         self.eps = eps
         self.monitor = monitor
         self.rule = rule
         self.threshold = threshold
         self.threshold_rule = threshold_rule
-        self.rule_worse = INF if rule == 'less' else -INF
-        self.best = self.rule_worse
-        self.cooldown_counter = 0
-        self.num_bad_epochs = 0
         self._last_value = self._current_values()
 
     @staticmethod
