@@ -1,13 +1,15 @@
 """Checkpoints: atomic writes, max_keep_ckpts, save_best, last_checkpoint, resume == uninterrupted."""
 import os
 import os.path as osp
+import re
 
 import pytest
 import torch
 
 from minimm.hooks import Hook
+from minimm.registry import HOOKS
 from minimm.runner.checkpoint import find_latest_checkpoint, load_checkpoint_file, save_checkpoint
-from toy import ToyMetric, toy_loader, toy_loader_cfg, toy_runner
+from toy import RecordHook, ToyMetric, toy_loader, toy_loader_cfg, toy_runner
 
 
 def _files(folder):
@@ -142,3 +144,40 @@ def test_load_from_loads_weights_only(tmp_path):
         assert torch.equal(a, b)
     assert second.epoch == 0
     assert osp.exists(ckpt)
+
+
+def test_published_keys_after_train(tmp_path):
+    runner = toy_runner(tmp_path, max_=2, val_evaluator=_ScriptedMetric([60, 50]),
+                        val_dataloader=toy_loader(8, 4), val_cfg=dict(), val=False,
+                        default_hooks=dict(checkpoint=dict(
+                            type='CheckpointHook', interval=1, save_best='auto',
+                            published_keys=['meta', 'state_dict'])))
+    assert '(VERY_LOW    ) CheckpointHook' in runner.get_hooks_info().split('after_train:')[1]
+    runner.train()
+    published = [f for f in _files(tmp_path) if '-' in f]
+    # The last and the best checkpoints, each as '{name}-{8 hex digits of a sha256}.pth'.
+    assert [re.sub('-[0-9a-f]{8}.pth$', '-SHA.pth', f) for f in published] == [
+        'best_toy_acc_epoch_1-SHA.pth', 'epoch_2-SHA.pth']
+    for name in published:
+        ckpt = load_checkpoint_file(str(tmp_path / name))
+        source = load_checkpoint_file(str(tmp_path / (name.split('-')[0] + '.pth')))
+        assert list(ckpt) == ['meta', 'state_dict']
+        assert ckpt['meta'] == source['meta']
+    with pytest.raises(TypeError, match='published_keys'):
+        HOOKS.build(dict(type='CheckpointHook', published_keys=[1]))
+
+
+def test_resume_without_checkpoint_retries_in_later_val(tmp_path):
+    """resume=True with nothing to resume: as MMEngine, a later val()/test() on the same runner
+    resumes from the checkpoint that training wrote."""
+    record = RecordHook()
+    runner = toy_runner(tmp_path, max_=1, resume=True, custom_hooks=[record])
+    runner.train()
+    assert 'after_load_checkpoint' not in [c[0] for c in record.calls]
+    record.calls.clear()
+    runner.val()
+    assert [c[0] for c in record.calls][:3] == ['before_run', 'after_load_checkpoint',
+                                               'before_val']
+    # The (empty) config is dumped as MMEngine does: '{timestamp}.py' in the work dir.
+    with open(tmp_path / f'{runner.timestamp}.py') as f:
+        assert f.read() == '\n'

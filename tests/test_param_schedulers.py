@@ -300,3 +300,18 @@ def test_reduce_on_plateau_greater_abs_window_and_errors():
         ReduceOnPlateauLR(make_optimizer()).step([1.0])
     with pytest.raises(ValueError, match='only supports by_epoch=True'):
         ReduceOnPlateauLR(make_optimizer(), by_epoch=False)
+
+
+def test_state_dict_keys_in_mmengine_order():
+    """A checkpoint's param_schedulers entries list their keys as MMEngine 0.10.7's do."""
+    assert list(LinearLR(make_optimizer(), start_factor=0.1, end=4).state_dict()) == [
+        'start_factor', 'end_factor', 'total_iters', 'param_name', 'begin', 'end', 'by_epoch',
+        'base_values', 'last_step', '_global_step', 'verbose', '_last_value']
+    assert list(ReduceOnPlateauLR(make_optimizer(), monitor='loss').state_dict()) == [
+        'param_name', 'begin', 'end', 'by_epoch', 'last_step', '_global_step', 'verbose',
+        'factor', 'min_values', 'patience', 'cooldown', 'cooldown_counter', 'rule_worse', 'best',
+        'num_bad_epochs', 'eps', 'monitor', 'rule', 'threshold', 'threshold_rule', '_last_value']
+    phases = OneCycleLR(make_optimizer(), eta_max=1., total_steps=10).state_dict()[
+        '_schedule_phases']
+    assert phases == [dict(end_step=2.0, start_lr='initial_lr', end_lr='max_lr'),
+                      dict(end_step=9, start_lr='max_lr', end_lr='min_lr')]

@@ -103,6 +103,7 @@ def _free_port() -> int:
 def _dist_worker(rank: int, world_size: int, port: int, rounds: int, results: dict) -> None:
     import torch.distributed as dist
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    torch.set_num_threads(1)  # two processes share the machine's cores
     dist.init_process_group('gloo', rank=rank, world_size=world_size)
     try:
         device = torch.device('cpu')

@@ -13,3 +13,4 @@ from .param_scheduler_hook import ParamSchedulerHook
 from .ema_hook import EMAHook
 from .sync_buffers_hook import SyncBuffersHook
 from .empty_cache_hook import EmptyCacheHook
+from .early_stopping_hook import EarlyStoppingHook

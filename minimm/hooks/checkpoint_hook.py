@@ -47,6 +47,28 @@ def _remove(path: str) -> bool:
     return False
 
 
+def infer_rule(key: str, greater_keys: Sequence[str], less_keys: Sequence[str]) -> str:
+    """'greater' or 'less': whether a bigger ``key`` is better, judged from its name.
+
+    An exact (case-insensitive) match with ``greater_keys``/``less_keys`` decides first, then a
+    substring match (``'accuracy/top1'`` contains ``'acc'``). Used by CheckpointHook's ``save_best``
+    and by EarlyStoppingHook.
+    """
+    name = key.lower()
+    greater = {k.lower() for k in greater_keys}
+    less = {k.lower() for k in less_keys}
+    if name in greater:
+        return 'greater'
+    if name in less:
+        return 'less'
+    if any(k in name for k in greater):
+        return 'greater'
+    if any(k in name for k in less):
+        return 'less'
+    raise ValueError(f'Cannot infer the rule for key {key}, thus a specific rule must be '
+                     'specified.')
+
+
 @HOOKS.register_module()
 class CheckpointHook(Hook):
     """Save checkpoints; see the module docstring. Arguments and defaults are MMEngine's."""
@@ -127,29 +149,15 @@ class CheckpointHook(Hook):
         return keys
 
     def _init_rule(self, rules: list, key_indicators: List[str]) -> None:
-        """Pick 'greater' or 'less' per key: the given rule, else inferred from the key name
-        (exact match with greater_keys/less_keys first, then substring, case-insensitive)."""
+        """Pick 'greater' or 'less' per key: the given rule, else ``infer_rule`` from its name."""
         if len(rules) == 1:
             rules = rules * len(key_indicators)
-        greater = {k.lower() for k in self.greater_keys}
-        less = {k.lower() for k in self.less_keys}
         self.rules = []
         for rule, key in zip(rules, key_indicators):
             if rule is not None and rule not in self.rule_map:
                 raise KeyError(f'rule must be greater, less or None, but got {rule}.')
             if rule is None and key != 'auto':
-                name = key.lower()
-                if name in greater:
-                    rule = 'greater'
-                elif name in less:
-                    rule = 'less'
-                elif any(k in name for k in greater):
-                    rule = 'greater'
-                elif any(k in name for k in less):
-                    rule = 'less'
-                else:
-                    raise ValueError(f'Cannot infer the rule for key {key}, thus a specific rule '
-                                     'must be specified.')
+                rule = infer_rule(key, self.greater_keys, self.less_keys)
             if rule is not None:
                 self.is_better_than[key] = self.rule_map[rule]
             self.rules.append(rule)
