@@ -14,7 +14,8 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include <map>
+#include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "minimm_ops.h"

@@ -84,6 +84,18 @@ def test_get_hooks_info_format(tmp_path):
     assert stages == [s for s in Hook.stages if s in stages]   # Hook.stages order
 
 
+def test_get_hooks_info_shows_priority_as_written(tmp_path):
+    """As MMEngine: a name is shown as written, a number by its level name when it has one."""
+    runner = toy_runner(tmp_path, default_hooks={k: None for k in (
+        'runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')},
+        custom_hooks=[dict(type='NamedHook', priority=p) for p in ('lowest', 50, 'Above_Normal')])
+    assert runner.get_hooks_info() == ('before_run:\n'
+                                       f'({"Above_Normal":<12}) {"NamedHook":<35}\n'
+                                       f'({"NORMAL":<12}) {"NamedHook":<35}\n'
+                                       f'({"lowest":<12}) {"NamedHook":<35}'
+                                       '\n -------------------- ')
+
+
 def test_call_hook_skips_idle_stages_and_supports_custom_names(tmp_path):
     class Custom(Hook):
         def __init__(self):
@@ -167,3 +179,17 @@ def test_mismatched_train_arguments(tmp_path):
     from toy import ToyModel, toy_loader
     with pytest.raises(ValueError, match='train_dataloader, train_cfg, optim_wrapper'):
         Runner(ToyModel(), str(tmp_path), train_dataloader=toy_loader(), train_cfg=None)
+
+
+def test_counters_in_a_val_run_come_from_the_train_cfg(tmp_path):
+    """As MMEngine: reading runner.max_epochs (or epoch, iter...) builds the train loop from
+    train_cfg, so a hook of a val()-only run sees the configured length, not 0."""
+    seen = []
+
+    class Peek(Hook):
+        def before_val(self, runner):
+            seen.append((runner.epoch, runner.iter, runner.max_epochs, runner.max_iters))
+
+    runner = toy_runner(tmp_path, max_=2, custom_hooks=[Peek()])
+    runner.val()
+    assert seen == [(0, 0, 2, 6)]

@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from minimm.bench.ema import WORKLOADS, median_times, numel, print_table
+from minimm.bench.ema import WORKLOADS, median_times, print_table
 from minimm.ops import PackPlan, backend_info
 
 

@@ -229,7 +229,8 @@ class CheckpointHook(Hook):
             del checkpoint[key]
         if removed:
             runner.logger.info(f'Key {removed} will be removed because they are not found in '
-                               'published_keys.')
+                               'published_keys. If you want to keep them, please set '
+                               f'`{removed}` in published_keys')
         sha = hashlib.sha256(pickle.dumps(checkpoint)).hexdigest()
         final_path = f'{osp.splitext(ckpt_path)[0]}-{sha[:8]}.pth'
         save_checkpoint(checkpoint, final_path)

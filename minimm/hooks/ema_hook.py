@@ -19,9 +19,10 @@ the model the optimizer trains ("raw" weights). This hook decides *when* each of
   checkpoint without EMA) the averaged copy starts from the checkpoint's ``state_dict``, with a
   warning when there is no ``ema_state_dict``.
 
-Because ``after_train_iter`` must run after the optimizer step (inside ``train_step``) and the
-swaps must surround the other hooks' use of the weights, the hook's priority is NORMAL; MMDetection
-configs pin it to 49 so that it runs before other NORMAL hooks.
+Priority: the optimizer steps inside ``train_step``, before any ``after_train_iter`` hook, so the
+MMCV-era puzzle of placing EMA between the optimizer and checkpoint hooks (REFERENCE.md §2.3,
+mmcv#689) is gone; the class priority is NORMAL, and MMDetection's configs pin 49 to run it before
+the other NORMAL hooks.
 
 Two minimm additions (off by default, so files and numbers match MMEngine):
 
@@ -34,8 +35,10 @@ Two minimm additions (off by default, so files and numbers match MMEngine):
   the LoggerHook line shows both (the hook must then run before the LoggerHook, i.e. keep a
   priority above BELOW_NORMAL). No val-iteration hooks run for the second pass.
 
-Left out compared with MMEngine: nothing of the behaviour; begin/argument errors are ValueErrors
-instead of asserts.
+Different from MMEngine, on purpose: bad ``begin_*`` arguments raise ValueError (MMEngine
+asserts); ``ema_state_dict`` is stored on the CPU like ``state_dict``; loading a checkpoint without
+``ema_state_dict`` warns also when not resuming (MMEngine warns only when resuming). Left out:
+nothing of the behaviour.
 """
 import glob
 import itertools

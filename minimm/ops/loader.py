@@ -53,10 +53,9 @@ def build_settings(with_cuda: bool) -> Dict[str, List[str]]:
 class _Decision:
     """What was decided: which devices have native kernels, and why."""
 
-    def __init__(self, devices: Dict[str, str], reasons: Dict[str, str], source: Optional[str]):
+    def __init__(self, devices: Dict[str, str], reasons: Dict[str, str]):
         self.devices = devices    # device type -> 'native' or 'fallback'
         self.reasons = reasons    # device type -> one line saying why
-        self.source = source      # 'prebuilt', 'jit' or None
 
 
 _lock = threading.Lock()
@@ -120,38 +119,53 @@ def _jit_build(with_cuda: bool) -> str:
     return directory
 
 
+def _reason(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f'{type(error).__name__}: {lines[-1] if lines else ""}'
+
+
 def _decide() -> _Decision:
     if _flag('MINIMM_NO_EXT'):
         why = 'MINIMM_NO_EXT=1'
-        return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why}, None)
+        return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
+    cuda_failure = None
     try:
         prebuilt = _find_prebuilt()
         if prebuilt is not None:
             torch.ops.load_library(prebuilt)
-            source, where = 'prebuilt', f'prebuilt module {prebuilt}'
+            where = f'prebuilt module {prebuilt}'
         elif not os.path.exists(os.path.join(CSRC_DIR, 'registration.cpp')):
             raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (install with pip install -e .)')
         else:
             toolkit = _cuda_toolkit()
+            directory = None
             if toolkit is not None:
                 os.environ.setdefault('CUDA_HOME', toolkit)
-            source, where = 'jit', f'JIT build in {_jit_build(with_cuda=toolkit is not None)}'
+                try:
+                    directory = _jit_build(with_cuda=True)
+                except Exception as error:  # the CPU kernels may still build: try them alone
+                    cuda_failure = f'the CUDA build failed ({_reason(error)})'
+                    if _flag('MINIMM_REQUIRE_EXT'):
+                        raise
+            where = f'JIT build in {directory or _jit_build(with_cuda=False)}'
     except Exception as error:  # any build or load failure means: use the fallback, say why
-        why = f'{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error).strip() else ""}'
+        why = _reason(error)
         if _flag('MINIMM_REQUIRE_EXT'):
             raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
         warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
-        return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why}, None)
+        return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
     has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
     if has_cuda:
         cuda = ('native', where)
     elif not torch.cuda.is_available():
         cuda = ('fallback', 'no CUDA device (torch._foreach_* would be used)')
     else:
-        cuda = ('fallback', 'the extension was built without CUDA kernels; torch._foreach_* is used')
+        cuda = ('fallback', (cuda_failure or 'the extension has no CUDA kernels (no CUDA toolkit found; set '
+                             'CUDA_HOME)') + '; torch._foreach_* is used')
+        warnings.warn(f'minimm: native CUDA ops unavailable: {cuda[1]}', stacklevel=3)
     if _flag('MINIMM_REQUIRE_EXT') and torch.cuda.is_available() and not has_cuda:
-        raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but {cuda[1]} (is the CUDA toolkit found? set CUDA_HOME)')
-    return _Decision({'cpu': 'native', 'cuda': cuda[0]}, {'cpu': where, 'cuda': cuda[1]}, source)
+        raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but {cuda[1]}')
+    return _Decision({'cpu': 'native', 'cuda': cuda[0]}, {'cpu': where, 'cuda': cuda[1]})
 
 
 def _get() -> _Decision:

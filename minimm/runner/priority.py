@@ -46,7 +46,11 @@ def get_priority(priority: Union[int, str, Priority]) -> int:
 
 
 def priority_name(priority: Union[int, str, Priority]) -> str:
-    """The level name for display (``'NORMAL'``), or the number when it has no name (``'49'``)."""
+    """How ``get_hooks_info`` shows a priority, as MMEngine does: a name as it was written
+    (``'lowest'`` stays lowercase), else the level name of the number (``'NORMAL'`` for 50), else
+    the number (``'49'``)."""
+    if isinstance(priority, str):
+        return priority
     value = get_priority(priority)
     try:
         return Priority(value).name

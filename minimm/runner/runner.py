@@ -236,8 +236,9 @@ class Runner:
         return self._hooks
 
     def _train_loop_attr(self, name: str) -> int:
-        # 0 until a train loop is built, as MMEngine.
-        return getattr(self._train_loop, name) if isinstance(self._train_loop, BaseLoop) else 0
+        # As MMEngine: 0 without train_cfg; otherwise reading a counter builds the train loop,
+        # so max_epochs/max_iters are right even in a hook of a val() or test() run.
+        return 0 if self._train_loop is None else getattr(self.train_loop, name)
 
     @property
     def epoch(self) -> int:
