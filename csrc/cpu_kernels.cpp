@@ -322,6 +322,7 @@ void pack_plan_run_cpu(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList,
 }  // namespace minimm
 
 TORCH_LIBRARY_IMPL(minimm, CPU, m) {
+  minimm::register_classes();
   m.impl("ema_update_", &minimm::ema_update_cpu);
   m.impl("ema_plan_step", &minimm::ema_plan_step_cpu);
   m.impl("pack", &minimm::pack_cpu);

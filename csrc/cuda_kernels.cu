@@ -365,6 +365,7 @@ void pack_plan_run_cuda(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList
 }  // namespace minimm
 
 TORCH_LIBRARY_IMPL(minimm, CUDA, m) {
+  minimm::register_classes();
   m.impl("ema_update_", &minimm::ema_update_cuda);
   m.impl("ema_plan_step", &minimm::ema_plan_step_cuda);
   m.impl("pack", &minimm::pack_cuda);

@@ -129,6 +129,11 @@ struct PackPlan : PlanBase {
   void check() const;
 };
 
+// Registers the EMAPlan and PackPlan classes, once. Called first by the TORCH_LIBRARY block and
+// by every TORCH_LIBRARY_IMPL block: kernels taking a plan need the class registered, and C++
+// leaves the order of the files' static initialisers open.
+void register_classes();
+
 // Checks shared by every kernel, run on every list call and whenever a plan's table is (re)built;
 // they turn a mistake into an error message instead of memory corruption: equal lengths, defined, equal
 // shapes, one device, both sides dense with equal strides (contiguous, or e.g. both

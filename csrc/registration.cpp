@@ -141,21 +141,33 @@ void plan_run(const c10::intrusive_ptr<minimm::PackPlan>& self, bool unpack, dou
 
 }  // namespace
 
+namespace minimm {
+
+void register_classes() {
+  static const bool registered = [] {
+    torch::class_<EMAPlan>("minimm", "EMAPlan")
+        .def(torch::init<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
+                         std::vector<at::Tensor>, int64_t, double, double, int64_t>())
+        .def("step", &plan_step);
+    torch::class_<PackPlan>("minimm", "PackPlan")
+        .def(torch::init<std::vector<at::Tensor>>())
+        .def("flats", [](const c10::intrusive_ptr<PackPlan>& self) { return self->flats; })
+        .def("pack", [](const c10::intrusive_ptr<PackPlan>& self) {
+          plan_run(self, /*unpack=*/false, 1.0);
+          return self->flats;
+        })
+        .def("unpack_", [](const c10::intrusive_ptr<PackPlan>& self, double scale) {
+          plan_run(self, /*unpack=*/true, scale);
+        });
+    return true;
+  }();
+  (void)registered;
+}
+
+}  // namespace minimm
+
 TORCH_LIBRARY(minimm, m) {
-  m.class_<minimm::EMAPlan>("EMAPlan")
-      .def(torch::init<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
-                       std::vector<at::Tensor>, int64_t, double, double, int64_t>())
-      .def("step", &plan_step);
-  m.class_<minimm::PackPlan>("PackPlan")
-      .def(torch::init<std::vector<at::Tensor>>())
-      .def("flats", [](const c10::intrusive_ptr<minimm::PackPlan>& self) { return self->flats; })
-      .def("pack", [](const c10::intrusive_ptr<minimm::PackPlan>& self) {
-        plan_run(self, /*unpack=*/false, 1.0);
-        return self->flats;
-      })
-      .def("unpack_", [](const c10::intrusive_ptr<minimm::PackPlan>& self, double scale) {
-        plan_run(self, /*unpack=*/true, scale);
-      });
+  minimm::register_classes();  // the schemas below name the classes
   // ema += weight * (src - ema) for floating pairs, copy for the others. The weight is
   // `weight_tensor` (a 0-dim tensor, read where the kernel runs) when given, else `weight`.
   m.def("ema_update_(Tensor(a!)[] ema, Tensor[] src, Tensor? weight_tensor, float weight) -> ()");

@@ -41,20 +41,24 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args) -> None:
+    from .dist import destroy_dist
     from .runner import Runner
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
     if args.resume is not None:
         cfg['resume'] = True if args.resume == 'auto' else args.resume
     cfg['launcher'] = args.launcher
     Runner.from_cfg(cfg).train()
+    destroy_dist()
 
 
 def cmd_test(args) -> None:
+    from .dist import destroy_dist
     from .runner import Runner
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
     cfg['load_from'] = args.checkpoint
     cfg['launcher'] = args.launcher
     metrics = Runner.from_cfg(cfg).test()
+    destroy_dist()
     print(metrics)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI's CUDA compile lane: build the extension *with* the CUDA kernels into a temporary folder,
-# on a machine without a GPU, and fail loudly on any compiler error. Nothing is run or installed.
+# on a machine without a GPU, load it (registration only, no kernel runs), and fail loudly on any
+# error. Nothing is installed.
 # Needs a CUDA build of torch and the CUDA toolkit (CUDA_HOME, default /usr/local/cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +17,7 @@ start=$(date +%s)
 so=$(find "$out/lib" -name '_C*.so')
 test -n "$so" || { echo "compile_cuda.sh: no extension was produced" >&2; exit 1; }
 readelf -S "$so" | grep -q nv_fatbin || { echo "compile_cuda.sh: $so holds no CUDA code (no .nv_fatbin)" >&2; exit 1; }
+# Loading needs no GPU and runs the op and class registration, so a registration bug fails here too.
+"$PYTHON" -c "import sys, torch; torch.ops.load_library(sys.argv[1])
+assert torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_plan_step', 'CUDA'), 'no CUDA kernels registered'" "$so"
 echo "compile_cuda.sh: CUDA build OK in $(( $(date +%s) - start )) s ($(basename "$so"))"

@@ -236,3 +236,19 @@ def test_another_model_rebuilds_the_plan(use_backend):
     assert float(ema.module.x) == 3.0
     with pytest.raises(ValueError, match='not the model'):
         ema.update_parameters(nn.Linear(1, 1))
+
+
+def test_conversions_and_reassigned_data_are_followed(use_backend):
+    """`ema.double()` replaces the averaged copy's tensors and `param.data = ...` re-points a
+    source parameter; the next updates average into and from the new tensors."""
+    model = bn_model()
+    ema = ExponentialMovingAverage(model, momentum=0.5)
+    train(model, ema, 2)
+    ema.double()
+    model[0].weight.data = model[0].weight.data.clone()
+    before = {name: p.clone() for name, p in ema.module.named_parameters()}
+    train(model, ema, 1)
+    for name, p in model.named_parameters():
+        expected = before[name] + 0.5 * (p.double() - before[name])
+        torch.testing.assert_close(ema.module.get_parameter(name), expected, rtol=1e-6, atol=1e-7)
+    assert torch.equal(ema.module[1].running_mean, model[1].running_mean.double())

@@ -181,6 +181,8 @@ def test_plan_checks_its_input():
         EMAPlan([], [], rule='decay')
     with pytest.raises(ValueError, match='interval'):
         EMAPlan([], [], interval=0)
+    with pytest.raises(ValueError, match='gamma'):
+        EMAPlan([], [], rule='anneal', gamma=0)
     with pytest.raises(ValueError, match='shapes'):
         EMAPlan([torch.zeros(2)], [torch.zeros(3)])
 

@@ -64,3 +64,14 @@ def init_dist(launcher: str, backend: Optional[str] = None, **kwargs) -> None:
         torch.cuda.set_device(int(os.environ['LOCAL_RANK']))
     torch_dist.init_process_group(backend=backend, rank=int(os.environ['RANK']),
                                   world_size=int(os.environ['WORLD_SIZE']), **kwargs)
+
+
+def destroy_dist() -> None:
+    """Leave the process group once every rank is done (call at the end of a distributed run).
+
+    Without it a rank that finishes first exits while its communication threads are still alive,
+    and the process aborts ("terminate called without an active exception").
+    """
+    if torch_dist.is_available() and torch_dist.is_initialized():
+        torch_dist.barrier()
+        torch_dist.destroy_process_group()

@@ -68,10 +68,23 @@ class BaseAveragedModel(nn.Module):
             self.module = self.module.to(device)
         self.register_buffer('steps', torch.tensor(0, dtype=torch.long, device=device))
         self.update_buffers = update_buffers
-        self.avg_parameters: Dict[str, Tensor] = (self.module.state_dict() if update_buffers else
-                                                  dict(self.module.named_parameters()))
         self._plan: Optional[EMAPlan] = None
-        self._plan_key = self._plan_source = None
+        self._plan_source = None
+
+    @property
+    def avg_parameters(self) -> Dict[str, Tensor]:
+        """The averaged entries of ``self.module`` by name (MMEngine's attribute)."""
+        return self._averaged_entries(self.module)
+
+    def _averaged_entries(self, module: nn.Module) -> Dict[str, Tensor]:
+        """MMEngine's choice of entries, ``state_dict()`` with ``update_buffers`` and
+        ``named_parameters()`` without, as the module's own tensors rather than detached aliases,
+        so that the plan follows a ``param.data = ...`` reassignment."""
+        if not self.update_buffers:
+            return dict(module.named_parameters())
+        tensors = dict(module.named_parameters())
+        tensors.update(module.named_buffers())
+        return {name: tensors.get(name, value) for name, value in module.state_dict().items()}
 
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
         """Average ``source_param`` into ``averaged_param`` in place at call count ``steps``."""
@@ -85,37 +98,42 @@ class BaseAveragedModel(nn.Module):
         # The plan holds native objects and a weak reference to the source model; it is rebuilt
         # on the next update, so copies and pickles of the averaged model simply drop it.
         state = self.__dict__.copy()
-        state['_plan'] = state['_plan_key'] = state['_plan_source'] = None
+        state['_plan'] = state['_plan_source'] = None
         return state
 
-    def _source_tensors(self, model: nn.Module) -> Dict[str, Tensor]:
-        src = model.state_dict() if self.update_buffers else dict(model.named_parameters())
-        missing = [name for name in self.avg_parameters if name not in src]
+    def _apply(self, fn, *args, **kwargs):
+        # .to(), .half(), .cuda()... replace the module's tensors (buffers as whole objects): the
+        # plan is rebuilt on the next update.
+        self._plan = None
+        return super()._apply(fn, *args, **kwargs)
+
+    def _source_entries(self, model: nn.Module, names) -> Dict[str, Tensor]:
+        src = self._averaged_entries(model)
+        missing = [name for name in names if name not in src]
         if missing:
             raise ValueError(f'update_parameters: the model has no {missing[:3]} (it is not the model this '
                              f'{type(self).__name__} was built from)')
         return src
 
     def _plan_for(self, model: nn.Module) -> Optional[EMAPlan]:
-        """The plan averaging ``model`` into ``self.module``, built on first use and rebuilt when
-        another model or device is used; None when the per-tensor loop must run instead."""
+        """The plan averaging ``model`` into ``self.module``, built on first use and rebuilt for
+        another model or after a conversion; None when the per-tensor loop must run instead."""
         rule = next((cls.__dict__.get('plan_rule') for cls in type(self).__mro__ if 'avg_func' in cls.__dict__),
                     None)
         if rule is None:
             return None
-        key = (self.steps.device, rule)
-        if self._plan is not None and self._plan_key == key and self._plan_source() is model:
+        if self._plan is not None and self._plan_source() is model:
             return self._plan
-        src = self._source_tensors(model)
-        ema = list(self.avg_parameters.values())
-        source = [src[name].detach() for name in self.avg_parameters]
+        averaged = self.avg_parameters
+        src = self._source_entries(model, averaged)
+        ema, source = list(averaged.values()), [src[name] for name in averaged]
         mirror_ema = [] if self.update_buffers else list(self.module.buffers())
-        mirror_src = [] if self.update_buffers else [b.detach() for b in model.buffers()]
+        mirror_src = [] if self.update_buffers else list(model.buffers())
         if any(t.device != self.steps.device for t in source + mirror_src + ema + mirror_ema):
             return None  # the averaged copy lives elsewhere: the loop moves each tensor
         self._plan = EMAPlan(ema, source, mirror_ema, mirror_src, rule=rule, momentum=getattr(self, 'momentum', 0.0),
                              gamma=float(getattr(self, 'gamma', 100.0)), interval=self.interval)
-        self._plan_key, self._plan_source = key, weakref.ref(model)
+        self._plan_source = weakref.ref(model)
         return self._plan
 
     @torch.no_grad()
@@ -126,9 +144,10 @@ class BaseAveragedModel(nn.Module):
             plan.step(self.steps)
             return
         # MMEngine's per-tensor loop, for custom avg_func and averaged copies on another device.
-        src = self._source_tensors(model)
+        entries = self.avg_parameters
+        src = self._source_entries(model, entries)
         steps = int(self.steps)
-        for name, averaged in self.avg_parameters.items():
+        for name, averaged in entries.items():
             source = src[name].detach().to(averaged.device)
             if steps == 0 or (steps % self.interval == 0 and not averaged.is_floating_point()):
                 copy_ref([averaged], [source])

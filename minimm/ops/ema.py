@@ -137,6 +137,8 @@ class EMAPlan:
             raise ValueError(f'EMAPlan: unknown rule {rule!r}; expected one of {sorted(RULES)}')
         if not isinstance(interval, int) or interval < 1:
             raise ValueError(f'EMAPlan: interval must be a positive int, got {interval!r}')
+        if rule == 'anneal' and not gamma > 0:
+            raise ValueError(f'EMAPlan: gamma must be > 0, got {gamma!r}')
         if backend not in (None, 'native', 'ref'):
             raise ValueError(f"EMAPlan: backend must be 'native', 'ref' or None, got {backend!r}")
         self.ema, self.src = list(ema), list(src)
