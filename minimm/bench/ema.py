@@ -133,8 +133,13 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--rounds', type=int, default=None,
                         help='timed rounds per workload (default: 20 for the large lists, 200 for small)')
+    parser.add_argument('--threads', type=int, default=None,
+                        help="CPU threads (default: torch's); 1 gives steadier numbers on a busy machine, where "
+                             'every parallel region waits for a core')
     parser.add_argument('--json', action='store_true', help='print the rows as JSON instead of tables')
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     rows = []
     if not args.json:

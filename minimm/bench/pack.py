@@ -153,8 +153,13 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
                         help='timed rounds per workload (default: 20 for the large lists, 200 for the small ones)')
     parser.add_argument('--scale', type=float, default=0.5, help='the scale fused into unpack (default 0.5)')
     parser.add_argument('--dist', action='store_true', help='also time a 2-process gloo all-reduce')
+    parser.add_argument('--threads', type=int, default=None,
+                        help="CPU threads (default: torch's); 1 gives steadier numbers on a busy machine, where "
+                             'every parallel region waits for a core')
     parser.add_argument('--json', action='store_true', help='print the rows as JSON instead of tables')
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     rows = []
     if not args.json:

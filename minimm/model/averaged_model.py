@@ -26,7 +26,11 @@ Differences from MMEngine, on purpose:
   MMEngine up to the last bit of each update.
 
 Left out: nothing of the public API; the averaged copy is kept as ordinary tensors (no flat
-buffer), so ``load_state_dict`` copies into them in place as usual.
+buffer), so ``load_state_dict`` copies into them in place as usual. The plan follows
+``param.data = ...`` on either model and any conversion of the averaged model (``.to()``,
+``.half()``); converting the *source* model's buffers after the first update (``model.half()``
+replaces buffer objects) is not seen: build the averaged model after moving the model, as
+EMAHook does in ``before_run``.
 """
 import warnings
 import weakref
