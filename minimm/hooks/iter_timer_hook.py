@@ -43,9 +43,9 @@ class IterTimerHook(Hook):
     def _after_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                     outputs: Optional[Union[Sequence, dict]] = None, mode: str = 'train') -> None:
         message_hub = runner.message_hub
-        message_hub.update_scalar(f'{mode}/time', time.time() - self.t)
+        iter_time = time.time() - self.t
+        message_hub.update_scalar(f'{mode}/time', iter_time)
         self.t = time.time()
-        iter_time = message_hub.get_scalar(f'{mode}/time').current()
         if mode == 'train':
             self.time_sec_tot += iter_time
             time_sec_avg = self.time_sec_tot / (runner.iter - self.start_iter + 1)

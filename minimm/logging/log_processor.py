@@ -18,7 +18,6 @@ Each call also returns ``tag``, the dict that LoggerHook sends to the visualizer
 
 Left out compared with MMEngine: MUSA/NPU memory queries.
 """
-import copy
 import datetime
 import re
 from collections import OrderedDict
@@ -91,7 +90,7 @@ class LogProcessor:
         if self.log_with_hierarchy:
             tag = self._collect_scalars(parsed_cfg, runner, mode, reserve_prefix=True)
         else:
-            tag = copy.deepcopy(log_tag)
+            tag = OrderedDict(log_tag)  # the values are numbers: a shallow copy is a copy
 
         lr_str_list = []
         for key, value in tag.items():
@@ -165,7 +164,7 @@ class LogProcessor:
         else:
             log_str = f'Epoch({mode}) [{dataloader_len}/{dataloader_len}]  '
 
-        custom_cfg = copy.deepcopy(self.custom_cfg)
+        custom_cfg = [dict(cfg) for cfg in self.custom_cfg]
         custom_keys = [self._remove_prefix(cfg['data_src'], f'{mode}/') for cfg in custom_cfg]
         # Timings at epoch end are averaged over the whole epoch, not the last window.
         for key in ('time', 'data_time'):
@@ -205,7 +204,7 @@ class LogProcessor:
                 mode_scalars[key] = buffer
         tag = OrderedDict()
         for key, buffer in mode_scalars.items():
-            if re.search(self.mean_pattern, key) is not None:
+            if self.mean_pattern.search(key) is not None:
                 tag[key] = buffer.mean(self.window_size)
             else:
                 tag[key] = buffer.current()
@@ -231,7 +230,7 @@ class LogProcessor:
 
     def _parse_windows_size(self, runner, batch_idx: int, custom_cfg: List[dict]) -> List[dict]:
         """custom_cfg with ``'epoch'``/``'global'`` window sizes replaced by iteration counts."""
-        parsed = copy.deepcopy(custom_cfg)
+        parsed = [dict(cfg) for cfg in custom_cfg]
         for log_cfg in parsed:
             window_size = log_cfg.get('window_size')
             if window_size is None or isinstance(window_size, int):

@@ -18,7 +18,7 @@ import json
 import os
 import os.path as osp
 import warnings
-from typing import Any, Callable, Optional
+from typing import IO, Any, Callable, Dict, Optional
 
 import numpy as np
 import torch
@@ -118,6 +118,7 @@ class LocalVisBackend(BaseVisBackend):
         self._img_save_dir = osp.join(save_dir, img_save_dir)
         self._config_save_file = osp.join(save_dir, config_save_file)
         self._scalar_save_file = osp.join(save_dir, scalar_save_file)
+        self._files: Dict[str, IO[str]] = {}
 
     def _init_env(self) -> None:
         os.makedirs(self._save_dir, exist_ok=True)
@@ -154,11 +155,19 @@ class LocalVisBackend(BaseVisBackend):
             self._dump(line, extra_file)
         self._dump(line, self._scalar_save_file)
 
-    @staticmethod
-    def _dump(value_dict: dict, file_path: str) -> None:
-        with open(file_path, 'a+') as f:
-            json.dump(value_dict, f, default=_json_default)
-            f.write('\n')
+    def _dump(self, value_dict: dict, file_path: str) -> None:
+        # Files stay open between lines (reopening costs more than the write: MMEngine reopens
+        # each time) and are flushed after every line, so a crash loses nothing already logged.
+        f = self._files.get(file_path)
+        if f is None:
+            f = self._files[file_path] = open(file_path, 'a')
+        f.write(json.dumps(value_dict, default=_json_default) + '\n')
+        f.flush()
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
 
 
 @VISBACKENDS.register_module()

@@ -174,13 +174,13 @@ class BaseModel(nn.Module, metaclass=ABCMeta):
         log_vars = []
         for loss_name, loss_value in losses.items():
             if isinstance(loss_value, torch.Tensor):
-                log_vars.append((loss_name, loss_value.mean()))
+                log_vars.append((loss_name, _mean(loss_value)))
             elif isinstance(loss_value, (list, tuple)) and loss_value and \
                     all(isinstance(item, torch.Tensor) for item in loss_value):
-                log_vars.append((loss_name, sum(item.mean() for item in loss_value)))
+                log_vars.append((loss_name, _sum(_mean(item) for item in loss_value)))
             else:
                 raise TypeError(f'{loss_name} is not a tensor or list of tensors')
-        loss = sum(value for key, value in log_vars if 'loss' in key)
+        loss = _sum(value for key, value in log_vars if 'loss' in key)
         log_vars.insert(0, ('loss', loss))
         return loss, OrderedDict(log_vars)
 
@@ -217,3 +217,20 @@ class BaseModel(nn.Module, metaclass=ABCMeta):
         for module in self.modules():
             if isinstance(module, BaseDataPreprocessor):
                 module._device = device
+
+
+# MMEngine writes ``loss.mean()`` and ``sum(losses)``. The values below are the same, but a
+# scalar loss is not averaged again and the sum does not start from ``0 + ...``: each of those
+# would add a node to the autograd graph, run forward and backward at every iteration.
+def _mean(value: torch.Tensor) -> torch.Tensor:
+    return value if value.dim() == 0 else value.mean()
+
+
+def _sum(values) -> Union[torch.Tensor, int]:
+    values = list(values)
+    if not values:
+        return 0
+    total = values[0]
+    for value in values[1:]:
+        total = total + value
+    return total

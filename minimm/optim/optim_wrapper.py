@@ -158,7 +158,8 @@ class OptimWrapper:
                     f'loss_factor should be larger than zero, but got {loss_factor}: '
                     'initialize_count_status was called with init_counts '
                     f'{self._inner_count} at or beyond max_counts {self._max_counts}')
-        return loss / loss_factor
+        # Dividing by 1 would only add a node to the autograd graph (MMEngine always divides).
+        return loss if loss_factor == 1 else loss / loss_factor
 
     @contextmanager
     def optim_context(self, model: torch.nn.Module):
