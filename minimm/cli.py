@@ -86,11 +86,12 @@ def cmd_info(args) -> None:
     print(f'native ops: {backend_info()}')
 
 
-def cmd_bench(args, rest: List[str]) -> None:
-    importlib.import_module(BENCHMARKS[args.name]).main(rest)
-
-
 def main(argv: Optional[List[str]] = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) >= 2 and argv[0] == 'bench' and argv[1] in BENCHMARKS:
+        # Each benchmark parses its own options (so `minimm bench ema --help` shows them).
+        importlib.import_module(BENCHMARKS[argv[1]]).main(argv[2:])
+        return
     parser = argparse.ArgumentParser(prog='minimm', description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
 
@@ -114,12 +115,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     bench = sub.add_parser('bench', help='benchmarks; `minimm bench NAME --help` for options')
     bench.add_argument('name', choices=sorted(BENCHMARKS))
 
-    args, rest = parser.parse_known_args(argv)
-    if args.command == 'bench':
-        cmd_bench(args, rest)
-        return
-    if rest:
-        parser.error(f'unrecognized arguments: {" ".join(rest)}')
+    args = parser.parse_args(argv)
     {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}[args.command](args)
 
 

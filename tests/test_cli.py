@@ -1,4 +1,5 @@
 """The `minimm` command: train, resume, test and info on the shipped demo config."""
+import json
 import os.path as osp
 
 import pytest
@@ -33,3 +34,12 @@ def test_bad_arguments():
         main(['train'])
     with pytest.raises(SystemExit):
         main(['info', '--bogus'])
+
+
+def test_bench_dispatch_and_overhead_smoke(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(['bench', 'overhead', '--help'])
+    assert info.value.code == 0 and 'minimm bench overhead' in capsys.readouterr().out
+    main(['bench', 'overhead', '--iters', '20', '--rounds', '1', '--json'])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(result) >= {'bare_us', 'runner_us', 'ratio'} and result['ratio'] > 0

@@ -96,9 +96,26 @@ def _build_directory(name: str) -> str:
     return path
 
 
+def _import_cpp_extension():
+    """``torch.utils.cpp_extension``, imported without its CUDA_HOME warning.
+
+    On import it guesses a CUDA toolkit folder and, without a GPU, warns "No CUDA runtime is
+    found" — noise on every CPU machine that has nvcc on its PATH, printed at every Runner start.
+    CUDA builds set CUDA_HOME explicitly (see tests/compile_cuda.sh), so nothing is lost.
+    """
+    cpp_logger = logging.getLogger('torch.utils.cpp_extension')
+    level = cpp_logger.level
+    cpp_logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        cpp_logger.setLevel(level)
+    return cpp_extension
+
+
 def _jit_build(with_cuda: bool) -> str:
     """Compile (or reuse the cached) extension and load it; returns the build directory."""
-    from torch.utils import cpp_extension
+    cpp_extension = _import_cpp_extension()
     if not cpp_extension.is_ninja_available():
         raise RuntimeError('ninja is not installed (pip install ninja)')
     compiler = os.environ.get('CXX', 'c++')
