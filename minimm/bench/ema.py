@@ -127,25 +127,35 @@ def bench_workload(name: str, device: torch.device, rounds: int, momentum: float
                  x_limit=t / times['limit']) for m, t in times.items()]
 
 
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--threads`` and ``--json``, which every ``minimm bench`` command takes."""
+    parser.add_argument('--threads', type=int, default=None,
+                        help="CPU threads (default: torch's); 1 gives steadier numbers on a busy "
+                             'machine, where every parallel region waits for a core')
+    parser.add_argument('--json', action='store_true', help='print the rows as JSON instead of tables')
+
+
+def start(args: argparse.Namespace, device: torch.device, note: str = '') -> None:
+    """Apply ``--threads``; for tables, say which device, threads and plan backend are measured."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if not args.json:
+        info = backend_info()[device.type]
+        print(f'device {device}, {torch.get_num_threads()} threads, plan backend: {info["backend"]} '
+              f'({info["reason"]}){note}')
+
+
 def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser = argparse.ArgumentParser(prog='minimm bench ema', description=__doc__.split('\n\n')[0])
     parser.add_argument('--workloads', nargs='+', default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--rounds', type=int, default=None,
                         help='timed rounds per workload (default: 20 for the large lists, 200 for small)')
-    parser.add_argument('--threads', type=int, default=None,
-                        help="CPU threads (default: torch's); 1 gives steadier numbers on a busy machine, where "
-                             'every parallel region waits for a core')
-    parser.add_argument('--json', action='store_true', help='print the rows as JSON instead of tables')
+    add_output_options(parser)
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    start(args, device)
     rows = []
-    if not args.json:
-        info = backend_info()[device.type]
-        print(f'device {device}, {torch.get_num_threads()} threads, plan backend: {info["backend"]} '
-              f'({info["reason"]})')
     for name in args.workloads:
         rounds = args.rounds or (200 if name == 'small' else 20)
         result = bench_workload(name, device, rounds)

@@ -39,8 +39,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ..hooks import EMAHook, Hook
 from ..model import BaseModel
-from ..ops import backend_info
-from .ema import WORKLOADS, numel, print_table
+from .ema import WORKLOADS, add_output_options, numel, print_table, start
 
 MOMENTUM = 0.0002
 WARMUP_ITERS = 3
@@ -153,20 +152,11 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument('--iters', type=int, default=None,
                         help='timed iterations per run (default: 200 for small, 20 otherwise)')
     parser.add_argument('--rounds', type=int, default=3, help='alternating runs per method')
-    parser.add_argument('--threads', type=int, default=None,
-                        help='torch CPU threads (default: torch\'s choice); 1 gives steadier '
-                             'numbers on a busy machine')
-    parser.add_argument('--json', action='store_true', help='print the rows as JSON')
+    add_output_options(parser)
     args = parser.parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     logging.getLogger('minimm').setLevel(logging.WARNING)
-    if not args.json:
-        # The Runner puts the model on the GPU when there is one.
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
-        info = backend_info()[device]
-        print(f'{device}, {torch.get_num_threads()} CPU threads, EMA plan backend: '
-              f'{info["backend"]} ({info["reason"]})')
+    # The Runner puts the model on the GPU when there is one.
+    start(args, torch.device('cuda' if torch.cuda.is_available() else 'cpu'))
     rows = []
     for name in args.workloads:
         iters = args.iters or (200 if name == 'small' else 20)

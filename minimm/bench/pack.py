@@ -25,8 +25,8 @@ from typing import Callable, Dict, List, Optional
 import torch
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from minimm.bench.ema import WORKLOADS, median_times, print_table
-from minimm.ops import PackPlan, backend_info
+from minimm.bench.ema import WORKLOADS, add_output_options, median_times, print_table, start
+from minimm.ops import PackPlan
 
 
 def resnet50_bn_buffers(device: torch.device) -> List[torch.Tensor]:
@@ -153,19 +153,11 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
                         help='timed rounds per workload (default: 20 for the large lists, 200 for the small ones)')
     parser.add_argument('--scale', type=float, default=0.5, help='the scale fused into unpack (default 0.5)')
     parser.add_argument('--dist', action='store_true', help='also time a 2-process gloo all-reduce')
-    parser.add_argument('--threads', type=int, default=None,
-                        help="CPU threads (default: torch's); 1 gives steadier numbers on a busy machine, where "
-                             'every parallel region waits for a core')
-    parser.add_argument('--json', action='store_true', help='print the rows as JSON instead of tables')
+    add_output_options(parser)
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    start(args, device, note=f'; unpack scale {args.scale}')
     rows = []
-    if not args.json:
-        info = backend_info()[device.type]
-        print(f'device {device}, {torch.get_num_threads()} threads, plan backend: {info["backend"]} '
-              f'({info["reason"]}); unpack scale {args.scale}')
     for name in args.workloads:
         rounds = args.rounds or (200 if name in ('small', 'resnet50_bn') else 20)
         result = bench_workload(name, device, rounds, args.scale)
