@@ -43,3 +43,16 @@ def test_bench_dispatch_and_overhead_smoke(capsys):
     main(['bench', 'overhead', '--iters', '20', '--rounds', '1', '--json'])
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(result) >= {'bare_us', 'runner_us', 'ratio'} and result['ratio'] > 0
+
+
+@pytest.mark.parametrize('argv', [
+    ['ema', '--workloads', 'small', '--rounds', '2'],
+    ['pack', '--workloads', 'small', 'resnet50_bn', '--rounds', '2'],
+    ['ema-hook', '--workloads', 'small', '--iters', '3', '--rounds', '1'],
+])
+def test_benchmarks_run_and_report_ratios(argv, capsys):
+    main(['bench'] + argv + ['--threads', '1', '--json'])
+    out = capsys.readouterr().out
+    rows = json.loads(out[out.index('['):])  # a compile notice may come first
+    assert rows and all(row['ms'] > 0 for row in rows)
+    assert 'limit' in {row['method'] for row in rows}
