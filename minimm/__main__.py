@@ -1,0 +1,4 @@
+"""``python -m minimm ...`` is the ``minimm`` command."""
+from .cli import main
+
+main()
