@@ -28,8 +28,9 @@ import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from .. import __version__
-# Importing these packages registers their classes (hooks, models, datasets, metrics...) by name.
-from .. import dataset, evaluator, hooks, model, optim  # noqa: F401
+# Importing a package registers its classes by name; the imports below cover hooks, datasets,
+# metrics and optimizers, and this one the models (DigitsCNN, the averaged models).
+from .. import model as _models  # noqa: F401
 from ..config import Config
 from ..dataset import build_dataloader
 from ..dist import get_dist_info, master_only
