@@ -1,19 +1,52 @@
 """Install minimm.
 
     pip install -e .            # pure Python; the native extension is JIT-built on first use
-    MINIMM_BUILD_EXT=1 pip install -e . --no-build-isolation   # also build it ahead of time
+
+The native ops can also be built ahead of time into ``minimm/_C*.so`` (the loader in
+minimm/ops/loader.py tries it before a JIT build):
+
+    MINIMM_BUILD_EXT=1 pip install -e . --no-build-isolation
+
+The CUDA kernels are included when torch is a CUDA build and a CUDA toolkit is found
+(``CUDA_HOME``); ``MINIMM_WITH_CUDA=1`` requires them and ``MINIMM_WITH_CUDA=0`` leaves them out.
+Building CUDA on a machine without a GPU needs ``CUDA_HOME`` (the toolkit root) and
+``TORCH_CUDA_ARCH_LIST`` (e.g. "9.0") set, see tests/compile_cuda.sh. Sources and flags come from
+the loader, so the JIT and ahead-of-time builds cannot drift apart.
 """
 import os
 
 from setuptools import find_packages, setup
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _with_cuda() -> bool:
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME
+    choice = os.environ.get('MINIMM_WITH_CUDA')
+    available = torch.version.cuda is not None and CUDA_HOME is not None and \
+        os.path.exists(os.path.join(CUDA_HOME, 'bin', 'nvcc'))
+    if choice == '1' and not available:
+        raise RuntimeError('MINIMM_WITH_CUDA=1 but torch is not a CUDA build or no CUDA toolkit '
+                           f'was found (CUDA_HOME={CUDA_HOME!r}); set CUDA_HOME to the folder '
+                           'holding bin/nvcc')
+    return available if choice is None else choice == '1'
+
 
 def ext_modules_and_cmdclass():
-    """The ahead-of-time extension build, only when asked for with MINIMM_BUILD_EXT=1."""
+    """``([extension], {'build_ext': ...})`` when MINIMM_BUILD_EXT=1, else nothing to build."""
     if os.environ.get('MINIMM_BUILD_EXT') != '1':
         return [], {}
-    from minimm_build import extension_and_cmdclass  # noqa: F401  (filled in by the ops work)
-    return extension_and_cmdclass()
+    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+    from minimm.ops.loader import build_settings
+    with_cuda = _with_cuda()
+    settings = build_settings(with_cuda)
+    sources = [os.path.relpath(path, HERE) for path in settings['sources']]
+    compile_args = {'cxx': settings['extra_cflags'], 'nvcc': settings['extra_cuda_cflags']}
+    make = CUDAExtension if with_cuda else CppExtension
+    extension = make('minimm._C', sources=sources, extra_compile_args=compile_args)
+    return [extension], {'build_ext': BuildExtension}
 
 
 ext_modules, cmdclass = ext_modules_and_cmdclass()
@@ -23,7 +56,7 @@ setup(
     version='0.1.0',
     description='A small, readable re-implementation of the MMEngine/MMCV registry, hooks and runner, '
                 'with a fused C++/CUDA EMA update.',
-    long_description=open('README.md', encoding='utf-8').read(),
+    long_description=open(os.path.join(HERE, 'README.md'), encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     python_requires='>=3.9',
     packages=find_packages(include=['minimm', 'minimm.*']),

@@ -43,7 +43,7 @@ NVCC_FLAGS = ['-O3']
 
 
 def build_settings(with_cuda: bool) -> Dict[str, List[str]]:
-    """Sources and flags of the extension, shared by the JIT build and ``minimm_build.py``."""
+    """Sources and flags of the extension, shared by the JIT build and ``setup.py``."""
     sources = [os.path.join(CSRC_DIR, name) for name in CPU_SOURCES]
     if with_cuda:
         sources += [os.path.join(CSRC_DIR, name) for name in CUDA_SOURCES]
