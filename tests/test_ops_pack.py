@@ -107,6 +107,17 @@ def test_plan_round_trip_and_reuse(backend):
     assert torch.all(tensors[1] == 14)
 
 
+def test_plan_follows_a_repointed_flat_buffer(backend):
+    """The flat buffers are checked once per call (not per row): re-pointing one is still seen."""
+    tensors = [torch.arange(3.0), torch.arange(2), torch.arange(4.0) + 10]
+    plan = PackPlan(tensors, backend=backend)
+    plan.pack()
+    plan.flats[0].data = torch.full((7,), 2.0)  # a fresh float buffer in place of the packed one
+    plan.unpack_(1.5)
+    assert torch.equal(tensors[0], torch.full((3,), 3.0)) and torch.equal(tensors[2], torch.full((4,), 3.0))
+    assert torch.equal(tensors[1], torch.tensor([0, 2]))  # 1.5 * [0, 1] rounded to nearest, ties to even
+
+
 def test_plan_rejects_non_contiguous():
     with pytest.raises(ValueError, match='contiguous'):
         PackPlan([torch.zeros(3, 4).t()])
