@@ -127,7 +127,7 @@ def _jit_build(with_cuda: bool) -> str:
     library = os.path.join(directory, name + '.so')
     newest_source = max(os.path.getmtime(s) for s in settings['sources'] + [os.path.join(CSRC_DIR, 'minimm_ops.h')])
     if not os.path.exists(library) or os.path.getmtime(library) < newest_source:
-        print(f'minimm: compiling the native ops into {directory} (first use; this takes a few seconds'
+        print(f'minimm: compiling the native ops into {directory} (first use; this takes 10-20 seconds'
               f'{", more with CUDA" if with_cuda else ""})', flush=True)
     start = time.perf_counter()
     cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda, is_python_module=False,
