@@ -181,3 +181,16 @@ def test_resume_without_checkpoint_retries_in_later_val(tmp_path):
     # The (empty) config is dumped as MMEngine does: '{timestamp}.py' in the work dir.
     with open(tmp_path / f'{runner.timestamp}.py') as f:
         assert f.read() == '\n'
+
+
+def test_resume_warns_on_other_dataset_and_missing_schedulers(tmp_path, capsys):
+    first = toy_runner(tmp_path, max_=1, val=False)
+    first.train()
+    other = toy_loader(12, 4)
+    other.dataset.metainfo = dict(classes=('a', 'b', 'c'))
+    resumed = toy_runner(tmp_path, max_=2, val=False, resume=True, train_dataloader=other)
+    capsys.readouterr()
+    resumed.train()
+    printed = capsys.readouterr().out   # the runner's logger prints to the console
+    assert 'dataset metainfo from the resumed checkpoint is different' in printed
+    assert 'no parameter schedulers, so none are resumed' in printed

@@ -20,6 +20,7 @@ mutated; ``resume`` may be a checkpoint path as well as ``True``.
 import copy
 import os
 import os.path as osp
+import pickle
 import time
 from typing import Callable, Dict, List, Optional, Union
 
@@ -605,10 +606,19 @@ class Runner:
                                     f'from randomness.seed ({self._randomness_cfg["seed"]})')
             self._randomness_cfg['seed'] = resumed_seed
             self._seed = set_random_seed(**self._randomness_cfg)
+        # Compared pickled, as MMEngine: metainfo may hold arrays, which `!=` cannot judge.
+        if pickle.dumps(meta.get('dataset_meta')) != pickle.dumps(
+                getattr(self.train_dataloader.dataset, 'metainfo', None)):
+            self.logger.warning('The dataset metainfo from the resumed checkpoint is different '
+                                'from the current training dataset, please check the '
+                                'correctness of the checkpoint or the training dataset.')
         self.message_hub.load_state_dict(checkpoint['message_hub'])
         if 'optimizer' in checkpoint and resume_optimizer:
             self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
             self.optim_wrapper.load_state_dict(checkpoint['optimizer'])
+        if resume_param_scheduler and self.param_schedulers is None:
+            self.logger.warning('`resume_param_scheduler` is True but there are no parameter '
+                                'schedulers, so none are resumed')
         if resume_param_scheduler and 'param_schedulers' in checkpoint \
                 and self.param_schedulers is not None:
             for scheduler, state in zip(self.param_schedulers, checkpoint['param_schedulers']):
