@@ -179,12 +179,8 @@ class IterBasedTrainLoop(BaseLoop):
         return self.runner.model
 
     def run_iter(self, data_batch) -> None:
-        self.runner.call_hook('before_train_iter', batch_idx=self._iter, data_batch=data_batch)
-        outputs = self.runner.model.train_step(data_batch,
-                                               optim_wrapper=self.runner.optim_wrapper)
-        self.runner.call_hook('after_train_iter', batch_idx=self._iter, data_batch=data_batch,
-                              outputs=outputs)
-        self._iter += 1
+        # The same iteration as the epoch-based loop's, with the global iteration as batch_idx.
+        EpochBasedTrainLoop.run_iter(self, self._iter, data_batch)
 
 
 class _EvalLoop(BaseLoop):
