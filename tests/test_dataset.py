@@ -6,7 +6,6 @@ arguments: minimm must reproduce them exactly, so runs here and there see the sa
 import collections
 import itertools
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -20,6 +19,8 @@ from minimm.dataset import (DefaultSampler, DigitsDataset, InfiniteSampler, buil
                             default_collate, pseudo_collate, worker_init_fn)
 from minimm.randomness import set_random_seed, sync_random_seed
 from minimm.registry import DATA_SAMPLERS, DATASETS, FUNCTIONS
+
+from dist_utils import free_port
 
 
 @pytest.fixture
@@ -146,12 +147,6 @@ def test_set_random_seed_rejects_non_int():
         set_random_seed('0')
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _sync_seed_worker(rank, world, port, out_dir):
     torch_dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',
                                   rank=rank, world_size=world)
@@ -166,7 +161,7 @@ def _sync_seed_worker(rank, world, port, out_dir):
 
 
 def test_sync_random_seed_broadcasts_rank0_seed(tmp_path):
-    mp.spawn(_sync_seed_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2)
+    mp.spawn(_sync_seed_worker, args=(2, free_port(), str(tmp_path)), nprocs=2)
     (seed0, idx0), (seed1, idx1) = [eval((tmp_path / f'{r}.txt').read_text()) for r in range(2)]
     np.random.seed(100)
     assert seed0 == seed1 == int(np.random.randint(2**31))

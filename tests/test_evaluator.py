@@ -1,6 +1,5 @@
 """BaseMetric/Evaluator/Accuracy: exact percentages, prefixes, padding cut-off, 2-rank gathering."""
 import os
-import socket
 
 import pytest
 import torch
@@ -10,6 +9,8 @@ import torch.multiprocessing as mp
 from minimm.evaluator import Accuracy, BaseMetric, Evaluator, collect_results
 from minimm.logging import MMLogger
 from minimm.registry import METRICS
+
+from dist_utils import free_port
 
 
 class CountMetric(BaseMetric):
@@ -96,12 +97,6 @@ def test_collect_results_without_distributed_truncates():
     assert collect_results([1, 2, 3], 2) == [1, 2]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _two_rank_worker(rank, port, out_dir):
     torch_dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank,
                                   world_size=2)
@@ -116,7 +111,7 @@ def _two_rank_worker(rank, port, out_dir):
 
 
 def test_two_ranks_gather_in_sampler_order_and_share_the_result(tmp_path):
-    mp.spawn(_two_rank_worker, args=(_free_port(), str(tmp_path)), nprocs=2)
+    mp.spawn(_two_rank_worker, args=(free_port(), str(tmp_path)), nprocs=2)
     expected = {'count/n': 5, 'count/order': [0, 1, 2, 3, 4]}
     for rank in (0, 1):
         assert torch.load(tmp_path / f'rank{rank}.pt') == expected
