@@ -113,6 +113,32 @@ def test_call_hook_skips_idle_stages_and_supports_custom_names(tmp_path):
         runner.call_hook('my_stage', wrong=1)
 
 
+def test_editing_runner_hooks_refreshes_dispatch(tmp_path):
+    """Dispatch is precomputed per stage; every edit of ``runner.hooks`` must invalidate it."""
+    class Counter(Hook):
+        def __init__(self):
+            self.calls = 0
+
+        def before_train_epoch(self, runner):
+            self.calls += 1
+
+    runner = toy_runner(tmp_path)
+    runner.call_hook('before_train_epoch')       # computes the stage's hook list
+    first, second = Counter(), Counter()
+    runner.hooks.append(first)
+    runner.hooks.insert(0, second)
+    runner.call_hook('before_train_epoch')
+    assert (first.calls, second.calls) == (1, 1)
+    runner.hooks.remove(first)
+    runner.hooks[0] = first
+    del runner.hooks[-1]
+    runner.call_hook('before_train_epoch')
+    assert (first.calls, second.calls) == (2, 1)
+    runner.hooks.clear()
+    runner.call_hook('before_train_epoch')
+    assert (first.calls, second.calls) == (2, 1)
+
+
 def _expected_epoch_sequence():
     seq = [('before_run', 0, 0, None), ('before_train', 0, 0, None)]
     it = 0

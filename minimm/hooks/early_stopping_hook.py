@@ -58,8 +58,10 @@ class EarlyStoppingHook(Hook):
         self.best_score = -inf if rule == 'greater' else inf
 
     def before_run(self, runner) -> None:
-        if runner._train_loop is None:
-            raise RuntimeError('EarlyStoppingHook needs a train loop (train_cfg)')
+        # As MMEngine: the train loop must support `stop_training` (reading runner.train_loop
+        # raises a RuntimeError when the runner has no train_cfg).
+        if not hasattr(runner.train_loop, 'stop_training'):
+            raise RuntimeError('EarlyStoppingHook needs a train loop with `stop_training`')
 
     def _check_stop_condition(self, score: float) -> Tuple[bool, str]:
         better = self.rule_map[self.rule]

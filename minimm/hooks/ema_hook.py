@@ -20,39 +20,28 @@ the model the optimizer trains ("raw" weights). This hook decides *when* each of
   warning when there is no ``ema_state_dict``.
 
 Priority: the optimizer steps inside ``train_step``, before any ``after_train_iter`` hook, so the
-MMCV-era puzzle of placing EMA between the optimizer and checkpoint hooks (REFERENCE.md §2.3,
-mmcv#689) is gone; the class priority is NORMAL, and MMDetection's configs pin 49 to run it before
-the other NORMAL hooks.
+MMCV 1.x puzzle of placing EMA between the optimizer and checkpoint hooks (mmcv#689) is gone; the
+class priority is NORMAL, and MMDetection's configs pin 49 to run it before the other NORMAL hooks.
 
-Two minimm additions (off by default, so files and numbers match MMEngine):
-
-* ``save_ema_checkpoint=True`` also writes ``<name>_ema.pth`` beside every checkpoint the runner
-  saves (rank 0, atomically), holding ``meta`` and only the EMA weights as ``state_dict`` — a
-  small file to deploy (mmengine#1678). EMA files whose regular checkpoint is gone (deleted by
-  ``max_keep_ckpts`` or replaced as the best) are deleted at the next save.
-* ``eval_raw_and_ema=True`` evaluates the raw model too after each validation epoch and adds its
-  metrics as ``raw/<name>`` to the epoch's metrics and to the MessageHub (``val/raw/<name>``), so
-  the LoggerHook line shows both (the hook must then run before the LoggerHook, i.e. keep a
-  priority above BELOW_NORMAL). No val-iteration hooks run for the second pass.
+Two minimm additions, off by default so files and numbers match MMEngine, live in
+``ema_extras.py`` and use only the runner's public attributes: ``save_ema_checkpoint=True`` (an
+EMA-only ``<name>_ema.pth`` beside every checkpoint) and ``eval_raw_and_ema=True`` (the raw weights
+are evaluated too, logged as ``raw/<name>``).
 
 Different from MMEngine, on purpose: bad ``begin_*`` arguments raise ValueError (MMEngine
 asserts); ``ema_state_dict`` is stored on the CPU like ``state_dict``; loading a checkpoint without
 ``ema_state_dict`` warns also when not resuming (MMEngine warns only when resuming). Left out:
 nothing of the behaviour.
 """
-import glob
 import itertools
-import os
-import os.path as osp
 from typing import Dict, Iterator, Optional, Tuple
 
 import torch
 
 from ..registry import HOOKS, MODELS
-from ..runner.checkpoint import load_state_dict, save_checkpoint, unwrap_model, weights_to_cpu
+from ..runner.checkpoint import load_state_dict, unwrap_model, weights_to_cpu
+from .ema_extras import evaluate_raw_weights, save_ema_only_checkpoint
 from .hook import DATA_BATCH, Hook
-
-_EMA_SUFFIX = '_ema.pth'
 
 
 @HOOKS.register_module()
@@ -65,8 +54,8 @@ class EMAHook(Hook):
         strict_load: load averaged weights from checkpoints strictly (default False, as MMEngine
             since v0.3, so checkpoints of slightly different models still load).
         begin_iter / begin_epoch: start averaging at this iteration / epoch (set at most one).
-        save_ema_checkpoint: also write ``<name>_ema.pth`` files (see the module docstring).
-        eval_raw_and_ema: also evaluate the raw weights (see the module docstring).
+        save_ema_checkpoint: also write ``<name>_ema.pth`` files (see ``ema_extras.py``).
+        eval_raw_and_ema: also evaluate the raw weights (see ``ema_extras.py``).
         **kwargs: for the averaged model: ``momentum`` (the weight of the *new* value, e.g.
             0.0002), ``interval``, ``device``, ``update_buffers``, ``gamma``.
     """
@@ -128,7 +117,7 @@ class EMAHook(Hook):
     def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
         self._swap_ema_parameters()
         if self.eval_raw_and_ema and metrics is not None:
-            self._evaluate_raw(runner, metrics)
+            evaluate_raw_weights(runner, metrics)
 
     def before_test_epoch(self, runner) -> None:
         self._swap_ema_parameters()
@@ -153,19 +142,6 @@ class EMAHook(Hook):
             averaged.copy_(raw)
             raw.copy_(tmp)
 
-    @torch.no_grad()
-    def _evaluate_raw(self, runner, metrics: Dict[str, float]) -> None:
-        """Evaluate the (swapped-back) raw model on the val set; add ``raw/`` metrics."""
-        loop = runner.val_loop
-        for data_batch in loop.dataloader:
-            outputs = runner.model.val_step(data_batch)
-            loop.evaluator.process(data_samples=outputs, data_batch=data_batch)
-        raw_metrics = loop.evaluator.evaluate(len(loop.dataloader.dataset))
-        for name, value in raw_metrics.items():
-            metrics[f'raw/{name}'] = value
-            # RuntimeInfoHook (VERY_HIGH) has already recorded this epoch's metrics.
-            runner.message_hub.update_scalar(f'val/raw/{name}', value)
-
     # ------------------------------------------------------------------ checkpoints
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         checkpoint['ema_state_dict'] = weights_to_cpu(self.ema_model.state_dict())
@@ -173,17 +149,17 @@ class EMAHook(Hook):
         # ema_state_dict the raw ones.
         self._swap_ema_state_dict(checkpoint)
         if self.save_ema_checkpoint:
-            self._save_ema_only(runner, checkpoint)
+            save_ema_only_checkpoint(checkpoint, runner.checkpoint_path_being_saved)
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        if 'ema_state_dict' in checkpoint and runner._resume:
+        if 'ema_state_dict' in checkpoint and runner.resuming:
             # The file's state_dict holds the EMA weights: swap back, so the runner loads the raw
             # weights into the model, and restore the averaged model (with its `steps`).
             self._swap_ema_state_dict(checkpoint)
             self.ema_model.load_state_dict(checkpoint['ema_state_dict'], strict=self.strict_load)
             return
         if 'ema_state_dict' not in checkpoint:
-            action = 'Resuming from' if runner._resume else 'Loading'
+            action = 'Resuming from' if runner.resuming else 'Loading'
             runner.logger.warning(f'{action} a checkpoint without `ema_state_dict`: EMAHook '
                                   'starts the averaged model from a copy of its `state_dict`.')
         load_state_dict(self.ema_model.module, checkpoint['state_dict'],
@@ -197,14 +173,3 @@ class EMAHook(Hook):
             if key.startswith('module.'):
                 name = key[len('module.'):]
                 ema_state[key], model_state[name] = model_state[name], ema_state[key]
-
-    def _save_ema_only(self, runner, checkpoint: dict) -> None:
-        """Write ``<checkpoint>_ema.pth`` (meta + EMA state_dict); delete orphaned EMA files."""
-        path = runner._checkpoint_path_being_saved
-        ema_path = osp.splitext(path)[0] + _EMA_SUFFIX
-        for old in glob.glob(osp.join(glob.escape(osp.dirname(path)), '*' + _EMA_SUFFIX)):
-            regular = old[:-len(_EMA_SUFFIX)] + '.pth'
-            if old != ema_path and not osp.exists(regular):
-                os.remove(old)
-        save_checkpoint(dict(meta=checkpoint['meta'], state_dict=checkpoint['state_dict']),
-                        ema_path)

@@ -16,7 +16,7 @@ Left out compared with MMEngine: ``dynamic_intervals``, fp16 validation, validat
 2-second sleep MMEngine's infinite iterator takes between epochs (a multi-worker deadlock guard).
 """
 import logging
-from typing import Dict, Union
+from typing import Dict, Optional, Union
 
 import torch
 from torch.utils.data import DataLoader
@@ -44,23 +44,35 @@ class BaseLoop:
         raise NotImplementedError
 
 
-@LOOPS.register_module()
-class EpochBasedTrainLoop(BaseLoop):
-    """Train for ``max_epochs`` epochs; validate after epoch ``e`` when ``e >= val_begin`` and
-    ``e % val_interval == 0`` or it is the last epoch."""
+def _non_negative_int(name: str, value) -> int:
+    if int(value) != value or value < 0:
+        raise ValueError(f'{name} must be a non-negative integer, but got {value}')
+    return int(value)
 
-    def __init__(self, runner, dataloader, max_epochs: int, val_begin: int = 1,
-                 val_interval: int = 1):
+
+class BaseTrainLoop(BaseLoop):
+    """What both train loops share: the counters, ``stop_training``, one training iteration and
+    the validation decision. Subclasses write ``run``.
+
+    An epoch-based loop is given ``max_epochs`` (``max_iters`` follows from the dataloader's
+    length); an iteration-based one ``max_iters``, and the whole run counts as one epoch, as in
+    MMEngine.
+    """
+
+    def __init__(self, runner, dataloader, val_begin: int, val_interval: int,
+                 max_epochs: Optional[int] = None, max_iters: Optional[int] = None):
         super().__init__(runner, dataloader)
-        if int(max_epochs) != max_epochs or max_epochs < 0:
-            raise ValueError(f'max_epochs must be a non-negative integer, but got {max_epochs}')
-        self._max_epochs = int(max_epochs)
-        self._max_iters = self._max_epochs * len(self.dataloader)
+        if max_epochs is not None:
+            self._max_epochs = _non_negative_int('max_epochs', max_epochs)
+            self._max_iters = self._max_epochs * len(self.dataloader)
+        else:
+            self._max_iters = _non_negative_int('max_iters', max_iters)
+            self._max_epochs = 1
         self._epoch = 0
         self._iter = 0
         self.val_begin = val_begin
         self.val_interval = val_interval
-        # Set by EarlyStoppingHook to end training after the current epoch.
+        # Set by EarlyStoppingHook to end training after the current epoch (or iteration).
         self.stop_training = False
 
     @property
@@ -79,13 +91,36 @@ class EpochBasedTrainLoop(BaseLoop):
     def iter(self) -> int:
         return self._iter
 
+    def run_iter(self, idx: int, data_batch) -> None:
+        self.runner.call_hook('before_train_iter', batch_idx=idx, data_batch=data_batch)
+        # The optimizer step happens inside train_step (through the OptimWrapper).
+        outputs = self.runner.model.train_step(data_batch,
+                                               optim_wrapper=self.runner.optim_wrapper)
+        self.runner.call_hook('after_train_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)
+        self._iter += 1
+
+    def _should_validate(self, done: int, total: int) -> bool:
+        """Validate after ``done`` of ``total`` epochs (or iterations) when there is a val loop,
+        ``done >= val_begin``, and ``done`` is a multiple of ``val_interval`` or the last one."""
+        return (self.runner.val_loop is not None and done >= self.val_begin
+                and (done % self.val_interval == 0 or done == total))
+
+
+@LOOPS.register_module()
+class EpochBasedTrainLoop(BaseTrainLoop):
+    """Train for ``max_epochs`` epochs; validate after epoch ``e`` when ``e >= val_begin`` and
+    ``e % val_interval == 0`` or it is the last epoch."""
+
+    def __init__(self, runner, dataloader, max_epochs: int, val_begin: int = 1,
+                 val_interval: int = 1):
+        super().__init__(runner, dataloader, val_begin, val_interval, max_epochs=max_epochs)
+
     def run(self) -> torch.nn.Module:
         self.runner.call_hook('before_train')
         while self._epoch < self._max_epochs and not self.stop_training:
             self.run_epoch()
-            if (self.runner.val_loop is not None and self._epoch >= self.val_begin
-                    and (self._epoch % self.val_interval == 0
-                         or self._epoch == self._max_epochs)):
+            if self._should_validate(self._epoch, self._max_epochs):
                 self.runner.val_loop.run()
         self.runner.call_hook('after_train')
         return self.runner.model
@@ -97,15 +132,6 @@ class EpochBasedTrainLoop(BaseLoop):
             self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')
         self._epoch += 1
-
-    def run_iter(self, idx: int, data_batch) -> None:
-        self.runner.call_hook('before_train_iter', batch_idx=idx, data_batch=data_batch)
-        # The optimizer step happens inside train_step (through the OptimWrapper).
-        outputs = self.runner.model.train_step(data_batch,
-                                               optim_wrapper=self.runner.optim_wrapper)
-        self.runner.call_hook('after_train_iter', batch_idx=idx, data_batch=data_batch,
-                              outputs=outputs)
-        self._iter += 1
 
 
 class _InfiniteDataloaderIterator:
@@ -132,28 +158,15 @@ class _InfiniteDataloaderIterator:
 
 
 @LOOPS.register_module()
-class IterBasedTrainLoop(BaseLoop):
+class IterBasedTrainLoop(BaseTrainLoop):
     """Train for ``max_iters`` iterations; validate when ``iter >= val_begin`` and
-    ``iter % val_interval == 0`` or it is the last iteration."""
+    ``iter % val_interval == 0`` or it is the last iteration. The whole run is one epoch, and the
+    dataloader is iterated forever (a resumed run first skips the batches already trained on)."""
 
     def __init__(self, runner, dataloader, max_iters: int, val_begin: int = 1,
                  val_interval: int = 1000):
-        super().__init__(runner, dataloader)
-        if int(max_iters) != max_iters or max_iters < 0:
-            raise ValueError(f'max_iters must be a non-negative integer, but got {max_iters}')
-        self._max_iters = int(max_iters)
-        self._max_epochs = 1  # the whole run counts as one epoch, as in MMEngine
-        self._epoch = 0
-        self._iter = 0
-        self.val_begin = val_begin
-        self.val_interval = val_interval
-        self.stop_training = False
+        super().__init__(runner, dataloader, val_begin, val_interval, max_iters=max_iters)
         self.dataloader_iterator = _InfiniteDataloaderIterator(self.dataloader)
-
-    max_epochs = EpochBasedTrainLoop.max_epochs
-    max_iters = EpochBasedTrainLoop.max_iters
-    epoch = EpochBasedTrainLoop.epoch
-    iter = EpochBasedTrainLoop.iter
 
     def run(self) -> torch.nn.Module:
         self.runner.call_hook('before_train')
@@ -168,19 +181,13 @@ class IterBasedTrainLoop(BaseLoop):
                 next(self.dataloader_iterator)
         while self._iter < self._max_iters and not self.stop_training:
             self.runner.model.train()
-            data_batch = next(self.dataloader_iterator)
-            self.run_iter(data_batch)
-            if (self.runner.val_loop is not None and self._iter >= self.val_begin
-                    and (self._iter % self.val_interval == 0
-                         or self._iter == self._max_iters)):
+            # The global iteration is the batch index, as in MMEngine.
+            self.run_iter(self._iter, next(self.dataloader_iterator))
+            if self._should_validate(self._iter, self._max_iters):
                 self.runner.val_loop.run()
         self.runner.call_hook('after_train_epoch')
         self.runner.call_hook('after_train')
         return self.runner.model
-
-    def run_iter(self, data_batch) -> None:
-        # The same iteration as the epoch-based loop's, with the global iteration as batch_idx.
-        EpochBasedTrainLoop.run_iter(self, self._iter, data_batch)
 
 
 class _EvalLoop(BaseLoop):
@@ -199,22 +206,37 @@ class _EvalLoop(BaseLoop):
         mode = self.mode
         self.runner.call_hook(f'before_{mode}')
         self.runner.call_hook(f'before_{mode}_epoch')
-        self.runner.model.eval()
-        for idx, data_batch in enumerate(self.dataloader):
-            self.run_iter(idx, data_batch)
-        metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
+        metrics = self.evaluate_model()
         self.runner.call_hook(f'after_{mode}_epoch', metrics=metrics)
         self.runner.call_hook(f'after_{mode}')
         return metrics
+
+    def evaluate_model(self, iter_hooks: bool = True) -> Dict[str, float]:
+        """One pass over the dataloader with the model's current weights, then
+        ``evaluator.evaluate``. ``iter_hooks=False`` skips the per-iteration stages, for a second
+        pass inside an epoch (EMAHook's ``eval_raw_and_ema``)."""
+        self.runner.model.eval()
+        for idx, data_batch in enumerate(self.dataloader):
+            if iter_hooks:
+                self.run_iter(idx, data_batch)
+            else:
+                self.predict(data_batch)
+        return self.evaluator.evaluate(len(self.dataloader.dataset))
 
     @torch.no_grad()
     def run_iter(self, idx: int, data_batch) -> None:
         mode = self.mode
         self.runner.call_hook(f'before_{mode}_iter', batch_idx=idx, data_batch=data_batch)
-        outputs = getattr(self.runner.model, f'{mode}_step')(data_batch)
-        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        outputs = self.predict(data_batch)
         self.runner.call_hook(f'after_{mode}_iter', batch_idx=idx, data_batch=data_batch,
                               outputs=outputs)
+
+    @torch.no_grad()
+    def predict(self, data_batch):
+        """``val_step``/``test_step`` on one batch; the outputs go to the evaluator."""
+        outputs = getattr(self.runner.model, f'{self.mode}_step')(data_batch)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        return outputs
 
 
 @LOOPS.register_module()

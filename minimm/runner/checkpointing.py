@@ -1,0 +1,153 @@
+"""Checkpointing in the Runner: what a checkpoint holds, and how loading and resuming use it.
+
+``checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
+``Runner.load_or_resume``/``load_checkpoint``/``resume``/``save_checkpoint``) decide what goes into
+a checkpoint and what is restored from it:
+
+* ``save_checkpoint``: ``meta`` (counters, config, seed, dataset metainfo...), ``state_dict``,
+  ``message_hub``, ``optimizer`` and ``param_schedulers``; hooks may change the dict in
+  ``before_save_checkpoint``.
+* ``load_checkpoint``: weights only (``load_from``: fine-tuning, testing); hooks see the dict in
+  ``after_load_checkpoint`` before the weights are applied.
+* ``resume``: weights, counters, MessageHub, optimizer and schedulers, so training continues as if
+  it had never stopped.
+
+Left out compared with MMEngine: file backends and ``resume_from``-style URLs. Added: ``resume``
+may be a checkpoint path.
+"""
+import os.path as osp
+import pickle
+import time
+from typing import Optional
+
+import torch
+
+from .. import __version__
+from ..dist import master_only
+from ..optim import OptimWrapper
+from ..randomness import set_random_seed
+from .checkpoint import (find_latest_checkpoint, load_checkpoint_file, load_checkpoint_to_model,
+                         save_checkpoint, unwrap_model, weights_to_cpu)
+
+
+class CheckpointMixin:
+    """The Runner's checkpoint methods."""
+
+    def load_or_resume(self) -> None:
+        """Resume (``resume=True``) or load weights (``load_from``), once.
+
+        Only a call that loaded something counts (``resume``/``load_checkpoint`` set
+        ``_has_loaded``), as in MMEngine: with ``resume=True`` and no checkpoint yet, a later
+        ``val()``/``test()`` on the same runner resumes from the checkpoint training just wrote.
+        """
+        if self._has_loaded:
+            return
+        resume_from = None
+        if self.resuming and self._load_from is None:
+            resume_from = find_latest_checkpoint(self.work_dir)
+            self.logger.info(f'Auto resumed from the latest checkpoint {resume_from}.')
+        elif self.resuming:
+            resume_from = self._load_from
+        if resume_from is not None:
+            self.resume(resume_from)
+        elif self._load_from is not None:
+            self.load_checkpoint(self._load_from)
+
+    def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
+                        revise_keys=((r'^module\.', ''), )) -> dict:
+        """Load weights only. ``after_load_checkpoint`` runs before the weights are applied, so
+        hooks may rewrite the checkpoint (EMAHook does)."""
+        checkpoint = load_checkpoint_file(filename, map_location=map_location)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        load_checkpoint_to_model(self.model, checkpoint, strict, revise_keys=revise_keys,
+                                 logger=self.logger)
+        self._has_loaded = True
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint
+
+    def resume(self, filename: str, resume_optimizer: bool = True,
+               resume_param_scheduler: bool = True, map_location='default') -> None:
+        """Restore weights, counters, MessageHub, optimizer and schedulers from a checkpoint."""
+        if map_location == 'default':
+            map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
+        checkpoint = self.load_checkpoint(filename, map_location=map_location)
+        meta = checkpoint['meta']
+        # As MMEngine, the counters are set on the loop directly (they have no public setter).
+        self.train_loop._epoch = meta['epoch']
+        self.train_loop._iter = meta['iter']
+        resumed_seed = meta.get('seed')
+        if resumed_seed is not None and resumed_seed != self._randomness_cfg.get('seed'):
+            if self._randomness_cfg.get('seed') is not None:
+                self.logger.warning(f'The random seed in the checkpoint ({resumed_seed}) differs '
+                                    f'from randomness.seed ({self._randomness_cfg["seed"]})')
+            self._randomness_cfg['seed'] = resumed_seed
+            self.seed = set_random_seed(**self._randomness_cfg)
+        # Compared pickled, as MMEngine: metainfo may hold arrays, which `!=` cannot judge.
+        if pickle.dumps(meta.get('dataset_meta')) != pickle.dumps(
+                getattr(self.train_dataloader.dataset, 'metainfo', None)):
+            self.logger.warning('The dataset metainfo from the resumed checkpoint is different '
+                                'from the current training dataset, please check the '
+                                'correctness of the checkpoint or the training dataset.')
+        self.message_hub.load_state_dict(checkpoint['message_hub'])
+        if 'optimizer' in checkpoint and resume_optimizer:
+            self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
+            self.optim_wrapper.load_state_dict(checkpoint['optimizer'])
+        if resume_param_scheduler and self.param_schedulers is None:
+            self.logger.warning('`resume_param_scheduler` is True but there are no parameter '
+                                'schedulers, so none are resumed')
+        if resume_param_scheduler and 'param_schedulers' in checkpoint \
+                and self.param_schedulers is not None:
+            for scheduler, state in zip(self.param_schedulers, checkpoint['param_schedulers']):
+                scheduler.load_state_dict(state)
+        self._has_loaded = True
+        self.logger.info(f'resumed epoch: {self.epoch}, iter: {self.iter}')
+
+    @master_only
+    def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,
+                        save_optimizer: bool = True, save_param_scheduler: bool = True,
+                        meta: Optional[dict] = None, by_epoch: bool = True,
+                        backend_args=None) -> None:
+        """Write ``out_dir/filename`` (rank 0 only). Hooks see the dict in
+        ``before_save_checkpoint`` and may change it before it is written; meanwhile
+        ``runner.checkpoint_path_being_saved`` names the file (for hooks that write a companion
+        file, as EMAHook's ``save_ema_checkpoint``), and is None otherwise."""
+        if meta is None:
+            meta = {}
+        elif not isinstance(meta, dict):
+            raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
+        meta = dict(meta)
+        if by_epoch:
+            # Called from after_train_epoch, before the loop increments its epoch counter.
+            meta.setdefault('epoch', self.epoch + 1)
+            meta.setdefault('iter', self.iter)
+        else:
+            meta.setdefault('epoch', self.epoch)
+            meta.setdefault('iter', self.iter + 1)
+        meta.update(cfg=self.cfg.pretty_text, seed=self.seed,
+                    experiment_name=self.experiment_name,
+                    time=time.strftime('%Y%m%d_%H%M%S', time.localtime()),
+                    minimm_version=__version__)
+        dataset_meta = getattr(self.train_dataloader.dataset, 'metainfo', None)
+        if dataset_meta is not None:
+            meta['dataset_meta'] = dataset_meta
+        checkpoint = {
+            'meta': meta,
+            'state_dict': weights_to_cpu(unwrap_model(self.model).state_dict()),
+            'message_hub': self.message_hub.state_dict(),
+        }
+        if save_optimizer:
+            if not isinstance(self.optim_wrapper, OptimWrapper):
+                raise TypeError('save_optimizer is True but the optim_wrapper is not built')
+            checkpoint['optimizer'] = self.optim_wrapper.state_dict()
+        if save_param_scheduler and self.param_schedulers is None:
+            self.logger.warning('`save_param_scheduler` is True but there are no parameter '
+                                'schedulers, so none are saved')
+            save_param_scheduler = False
+        if save_param_scheduler:
+            checkpoint['param_schedulers'] = [s.state_dict() for s in self.param_schedulers]
+        self.checkpoint_path_being_saved = osp.join(out_dir, filename)
+        try:
+            self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
+            save_checkpoint(checkpoint, self.checkpoint_path_being_saved)
+        finally:
+            self.checkpoint_path_being_saved = None

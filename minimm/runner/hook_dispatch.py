@@ -1,0 +1,156 @@
+"""Hook registration and dispatch: how the Runner orders its hooks and calls them.
+
+Read this file top to bottom to learn the whole hook machinery of MMEngine 0.10's ``Runner``:
+
+1. **The default hooks.** ``DEFAULT_HOOKS`` is registered first, updated by the ``default_hooks``
+   argument (a ``None`` value removes one); then the ``custom_hooks``.
+2. **Ordering by priority.** ``register_hook`` inserts each hook after the last one whose priority
+   number is lower or equal, so equal priorities keep registration order, and a default hook runs
+   before a custom hook of the same priority.
+3. **Dispatch.** The loops call ``runner.call_hook(stage, **kwargs)``; the hooks that implement
+   that stage run in priority order. The list of hooks per stage is computed once, and any change
+   to ``runner.hooks`` clears it.
+
+Different from MMEngine: priorities are validated when a hook is registered, and the caller's
+hook dict is never mutated. Added: ``profile_hooks`` (see ``hook_profiler.py``).
+"""
+from typing import Callable, Dict, List, Optional, Union
+
+from ..hooks import Hook
+from ..registry import HOOKS
+from .hook_profiler import HookProfiler
+from .priority import get_priority, priority_name
+
+DEFAULT_HOOKS = dict(
+    runtime_info=dict(type='RuntimeInfoHook'),
+    timer=dict(type='IterTimerHook'),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    logger=dict(type='LoggerHook'),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', interval=1),
+)
+
+
+class HookList(list):
+    """The registered hooks in call order. Any edit clears the owner's precomputed dispatch, so
+    ``call_hook`` always calls exactly the hooks in this list."""
+
+    def __init__(self, on_change: Callable[[], None]):
+        super().__init__()
+        self._on_change = on_change
+
+
+def _refreshing(name: str) -> Callable:
+    def method(self, *args, **kwargs):
+        result = getattr(list, name)(self, *args, **kwargs)
+        self._on_change()
+        return result
+    method.__name__ = name
+    return method
+
+
+for _name in ('append', 'extend', 'insert', 'remove', 'pop', 'clear', 'sort', 'reverse',
+              '__setitem__', '__delitem__', '__iadd__', '__imul__'):
+    setattr(HookList, _name, _refreshing(_name))
+
+
+class HookDispatchMixin:
+    """The Runner's hook methods: ``register_hook(s)``, ``call_hook``, ``get_hooks_info``."""
+
+    def _init_hooks(self, profile_hooks: bool = False) -> None:
+        self._dispatch: Dict[str, list] = {}
+        self._hooks = HookList(on_change=self._dispatch.clear)
+        self._hook_profiler = HookProfiler() if profile_hooks else None
+
+    @property
+    def hooks(self) -> List[Hook]:
+        """The registered hooks in call order (register new ones with ``register_hook``)."""
+        return self._hooks
+
+    def register_hook(self, hook: Union[Hook, dict],
+                      priority: Union[int, str, None] = None) -> None:
+        """Insert ``hook`` by priority: after every hook whose priority number is <= its own.
+
+        The priority comes from the ``priority`` argument, else ``hook['priority']`` of a config,
+        else the hook's ``priority`` attribute; it is validated now, before the hook is built.
+        """
+        if not isinstance(hook, (Hook, dict)):
+            raise TypeError(f'hook should be an instance of Hook or dict, but got {hook}')
+        if isinstance(hook, dict):
+            cfg = dict(hook)  # never mutate the caller's dict (MMEngine pops 'priority' from it)
+            cfg_priority = cfg.pop('priority', None)
+            if priority is None:
+                priority = cfg_priority
+            if priority is not None:
+                get_priority(priority)
+            hook_obj = HOOKS.build(cfg)
+            if not isinstance(hook_obj, Hook):
+                raise TypeError(f'{cfg["type"]} built a {type(hook_obj).__name__}, not a Hook')
+        else:
+            hook_obj = hook
+        if priority is not None:
+            hook_obj.priority = priority
+        value = get_priority(hook_obj.priority)
+        index = 0
+        for i in range(len(self._hooks) - 1, -1, -1):
+            if value >= get_priority(self._hooks[i].priority):
+                index = i + 1
+                break
+        self._hooks.insert(index, hook_obj)
+
+    def register_default_hooks(self, hooks: Optional[dict] = None) -> None:
+        """Register ``DEFAULT_HOOKS`` updated by ``hooks`` (a ``None`` value removes a default)."""
+        merged = dict(DEFAULT_HOOKS)
+        for name, hook in (hooks or {}).items():
+            if hook is not None and not isinstance(hook, (dict, Hook)):
+                raise TypeError(f'default_hooks[{name!r}] must be a dict, a Hook or None, '
+                                f'but got {type(hook)}')
+            merged[name] = hook
+        for hook in merged.values():
+            if hook is not None:
+                self.register_hook(hook)
+
+    def register_custom_hooks(self, hooks: List[Union[Hook, dict]]) -> None:
+        for hook in hooks:
+            self.register_hook(hook)
+
+    def register_hooks(self, default_hooks=None, custom_hooks=None) -> None:
+        self.register_default_hooks(default_hooks)
+        if custom_hooks is not None:
+            self.register_custom_hooks(custom_hooks)
+
+    def _hooks_for(self, fn_name: str) -> list:
+        """The (hook, bound method) pairs to call for ``fn_name``, computed once per stage.
+
+        For the standard stages only hooks that override the stage (directly or through a funnel
+        such as ``_after_iter``) are listed, so a stage no hook uses costs one dict lookup. Any
+        other name is dispatched as MMEngine does, to every hook that has such an attribute.
+        """
+        methods = self._dispatch.get(fn_name)
+        if methods is None:
+            methods = [(hook, getattr(hook, fn_name)) for hook in self._hooks
+                       if (fn_name in hook.get_triggered_stages() or fn_name in vars(hook))
+                       or (fn_name not in Hook.stages and hasattr(hook, fn_name))]
+            self._dispatch[fn_name] = methods
+        return methods
+
+    def call_hook(self, fn_name: str, **kwargs) -> None:
+        """Call stage ``fn_name`` on every hook that implements it, in priority order."""
+        for hook, method in self._hooks_for(fn_name):
+            try:
+                if self._hook_profiler is None:
+                    method(self, **kwargs)
+                else:
+                    self._hook_profiler.call(hook, fn_name, method, self, **kwargs)
+            except TypeError as e:
+                raise TypeError(f'{e} in {hook}') from e
+
+    def get_hooks_info(self) -> str:
+        """Per stage, the hooks that run in it: ``(PRIORITY    ) ClassName`` lines."""
+        stage_hooks: Dict[str, List[str]] = {stage: [] for stage in Hook.stages}
+        for hook in self._hooks:
+            line = f'({priority_name(hook.priority):<12}) {type(hook).__name__:<35}'
+            for stage in hook.get_triggered_stages():
+                stage_hooks[stage].append(line)
+        return '\n'.join(f'{stage}:\n' + '\n'.join(lines) + '\n -------------------- '
+                         for stage, lines in stage_hooks.items() if lines)
