@@ -1,9 +1,10 @@
 """The ``minimm`` command: demo, train, test, info and bench.
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
-    minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--cfg-options k=v ...]
-                        [--launcher none|pytorch]
-    minimm test CONFIG --checkpoint CKPT [--work-dir DIR] [--cfg-options k=v ...]
+    minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]
+                        [--cfg-options k=v ...] [--launcher none|pytorch]
+    minimm test CONFIG --checkpoint CKPT [--trust-checkpoint] [--work-dir DIR]
+                       [--cfg-options k=v ...]
     minimm info                      # versions, devices, which native backend is active and why
     minimm bench overhead|ema|pack|ema-hook [options]
 
@@ -34,18 +35,31 @@ def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('config', help='a .py config file')
+    parser.add_argument('--trust-checkpoint', action='store_true',
+                        help='allow loading a checkpoint that needs arbitrary unpickling (e.g. '
+                             "one written by MMEngine); it can run code: only for files you trust")
     parser.add_argument('--work-dir', help='where checkpoints and logs go (overrides the config)')
     parser.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE',
                         help='override config entries, e.g. train_cfg.max_epochs=2 '
                              'custom_hooks.0.momentum=0.001')
 
 
+def _trusted(load_from) -> dict:
+    """``load_from`` (a path or a dict) marked as trusted: it may need arbitrary unpickling."""
+    path = load_from['path'] if isinstance(load_from, dict) else load_from
+    return dict(path=path, trusted=True)
+
+
 def cmd_train(args) -> None:
     from .dist import destroy_dist
     from .runner import Runner
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
-    if args.resume is not None:
-        cfg['resume'] = True if args.resume == 'auto' else args.resume
+    if args.resume == 'auto':
+        cfg['resume'] = True
+    elif args.resume is not None:
+        cfg['load_from'], cfg['resume'] = args.resume, True
+    if args.trust_checkpoint and cfg.get('load_from') is not None:
+        cfg['load_from'] = _trusted(cfg['load_from'])
     cfg['launcher'] = args.launcher
     Runner.from_cfg(cfg).train()
     destroy_dist()
@@ -55,7 +69,7 @@ def cmd_test(args) -> None:
     from .dist import destroy_dist
     from .runner import Runner
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
-    cfg['load_from'] = args.checkpoint
+    cfg['load_from'] = _trusted(args.checkpoint) if args.trust_checkpoint else args.checkpoint
     cfg['launcher'] = args.launcher
     metrics = Runner.from_cfg(cfg).test()
     destroy_dist()

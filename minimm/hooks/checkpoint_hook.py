@@ -9,7 +9,9 @@ still knows which old files to delete and which score to beat.
   ``save_begin``, and at the end of training when ``save_last``. Files are ``epoch_{N}.pth`` or
   ``iter_{N}.pth`` (``filename_tmpl``) in ``out_dir`` (default: the work dir; when set, the work
   dir's name is appended), and ``work_dir/last_checkpoint`` names the newest one.
-* ``max_keep_ckpts``: the oldest periodic file is deleted when a new one would exceed the limit.
+* ``max_keep_ckpts``: when a new periodic file exceeds the limit, the oldest is deleted, after the
+  new one and ``last_checkpoint`` are written (MMEngine deletes first, so a failed save could
+  leave no checkpoint at all).
 * ``save_best``: after each validation, a metric (``'auto'`` = the first one; a list for several)
   better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when not
   given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the previous best.
@@ -247,13 +249,14 @@ class CheckpointHook(Hook):
         self._save_checkpoint_with_step(runner, step, meta)
 
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
-        # Delete the oldest file first, so keep_ckpt_ids in the new checkpoint is already right.
+        # The ids to keep are updated first, so the new checkpoint records them; the file that
+        # drops out is deleted only after the new one and `last_checkpoint` are on disk, so a
+        # failed or killed save never leaves fewer checkpoints than before.
+        dropped = None
         if self.max_keep_ckpts > 0 and not (self.keep_ckpt_ids
                                             and self.keep_ckpt_ids[-1] == step):
             if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
-                oldest = self.keep_ckpt_ids.popleft()
-                if is_main_process():
-                    _remove(osp.join(self.out_dir, self.filename_tmpl.format(oldest)))
+                dropped = self.keep_ckpt_ids.popleft()
             self.keep_ckpt_ids.append(step)
             runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
 
@@ -265,6 +268,8 @@ class CheckpointHook(Hook):
                                by_epoch=self.by_epoch)
         if is_main_process():
             write_last_checkpoint(runner.work_dir, self.last_ckpt)
+            if dropped is not None:
+                _remove(osp.join(self.out_dir, self.filename_tmpl.format(dropped)))
 
     def _save_best_checkpoint(self, runner, metrics: Dict[str, float]) -> None:
         if not self.save_best:
@@ -279,6 +284,11 @@ class CheckpointHook(Hook):
         hub = runner.message_hub
         single = len(self.key_indicators) == 1
         best_ckpt_updated = False
+        missing = [key for key in self.key_indicators if key not in metrics]
+        if missing:
+            raise KeyError(f'save_best key(s) {missing} not in the evaluation results; the '
+                           f'evaluator produced {list(metrics)}. Set CheckpointHook(save_best=...) '
+                           'to one of them.')
         for key, rule in zip(self.key_indicators, self.rules):
             score = metrics[key]
             score_key = 'best_score' if single else f'best_score_{key}'
@@ -290,8 +300,6 @@ class CheckpointHook(Hook):
             hub.update_info(score_key, score)
 
             previous = self.best_ckpt_path_dict.get(key)
-            if previous and is_main_process() and _remove(previous):
-                runner.logger.info(f'The previous best checkpoint {previous} is removed')
             best_name = f'best_{key}_{ckpt_filename}'.replace('/', '_')
             self.best_ckpt_path_dict[key] = osp.join(self.out_dir, best_name)
             hub.update_info(ckpt_key, self.best_ckpt_path_dict[key])
@@ -299,6 +307,10 @@ class CheckpointHook(Hook):
                                    save_param_scheduler=False, meta=meta, by_epoch=False)
             runner.logger.info(f'The best checkpoint with {score:0.4f} {key} at {cur_time} '
                                f'{cur_type} is saved to {best_name}.')
+            # Deleted only once the new best is on disk (MMEngine deletes it first).
+            if (previous and previous != self.best_ckpt_path_dict[key] and is_main_process()
+                    and _remove(previous)):
+                runner.logger.info(f'The previous best checkpoint {previous} is removed')
 
         # Re-save the latest periodic checkpoint so that it records the new best score and file;
         # otherwise a run resumed from it would not know the new best file exists.

@@ -25,8 +25,9 @@ class priority is NORMAL, and MMDetection's configs pin 49 to run it before the 
 
 Two minimm additions, off by default so files and numbers match MMEngine, live in
 ``ema_extras.py`` and use only the runner's public attributes: ``save_ema_checkpoint=True`` (an
-EMA-only ``<name>_ema.pth`` beside every checkpoint) and ``eval_raw_and_ema=True`` (the raw weights
-are evaluated too, logged as ``raw/<name>``).
+EMA-only ``<name>_ema.pth`` beside every checkpoint; ``after_train``, a stage MMEngine's EMAHook
+does not use, deletes the last orphaned one) and ``eval_raw_and_ema=True`` (the raw weights are
+evaluated too, logged as ``raw/<name>``).
 
 Different from MMEngine, on purpose: bad ``begin_*`` arguments raise ValueError (MMEngine
 asserts); ``ema_state_dict`` is stored on the CPU like ``state_dict``; loading a checkpoint without
@@ -40,7 +41,7 @@ import torch
 
 from ..registry import HOOKS, MODELS
 from ..runner.checkpoint import load_state_dict, unwrap_model, weights_to_cpu
-from .ema_extras import evaluate_raw_weights, save_ema_only_checkpoint
+from .ema_extras import EMAOnlyCheckpoints, evaluate_raw_weights
 from .hook import DATA_BATCH, Hook
 
 
@@ -77,7 +78,7 @@ class EMAHook(Hook):
         self.begin_epoch = begin_epoch
         # Without begin_epoch, averaging starts by iteration (at iteration 0 by default).
         self.enabled_by_epoch = begin_epoch > 0
-        self.save_ema_checkpoint = save_ema_checkpoint
+        self.ema_only_checkpoints = EMAOnlyCheckpoints() if save_ema_checkpoint else None
         self.eval_raw_and_ema = eval_raw_and_ema
 
     # ------------------------------------------------------------------ training
@@ -104,6 +105,11 @@ class EMAHook(Hook):
         with torch.no_grad():
             for name, tensor in self.ema_model.module.state_dict().items():
                 tensor.copy_(src_state[name])
+
+    def after_train(self, runner) -> None:
+        # minimm's extra: the last save's max_keep_ckpts deletion may have orphaned an EMA twin.
+        if self.ema_only_checkpoints is not None:
+            self.ema_only_checkpoints.prune()
 
     def _ema_started(self, runner) -> bool:
         if self.enabled_by_epoch:
@@ -148,8 +154,8 @@ class EMAHook(Hook):
         # Swap dict entries, not tensors: state_dict now holds the EMA weights (to deploy),
         # ema_state_dict the raw ones.
         self._swap_ema_state_dict(checkpoint)
-        if self.save_ema_checkpoint:
-            save_ema_only_checkpoint(checkpoint, runner.checkpoint_path_being_saved)
+        if self.ema_only_checkpoints is not None:
+            self.ema_only_checkpoints.save(checkpoint, runner.checkpoint_path_being_saved)
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         if 'ema_state_dict' in checkpoint and runner.resuming:

@@ -13,10 +13,10 @@ Each key carries a ``resumed`` flag (fixed at its first update): only resumed ke
 ``state_dict()``, which the runner saves as ``checkpoint['message_hub']``.
 
 Different from MMEngine: ``state_dict()`` holds only weights_only-safe values — each scalar buffer
-becomes ``{'log_history': [...], 'count_history': [...], 'max_length': n}`` and runtime info that is
-not built from dict/list/tuple/set/str/int/float/bool/None/tensors is left out (numpy numbers are
-turned into Python numbers) — so that ``torch.load(ckpt, weights_only=True)`` can read the
-checkpoint.
+becomes ``{'log_history': [...], 'count_history': [...], 'max_length': n}`` and runtime info is
+converted to plain data (``minimm/plain_data.py``: numpy values become Python numbers and lists),
+or left out with a warning when it has no plain form, so that
+``torch.load(ckpt, weights_only=True)`` can read the checkpoint.
 ``load_state_dict`` accepts that form and MMEngine's (HistoryBuffer objects).
 Left out: loading from a pickled MessageHub object, and the thread lock.
 """
@@ -28,6 +28,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from ..plain_data import to_plain_data
 from .history_buffer import HistoryBuffer
 from .logger import print_log
 from .manager import ManagerMixin
@@ -150,14 +151,13 @@ class MessageHub(ManagerMixin):
         for key, value in self._runtime_info.items():
             if not self._resumed_keys.get(key, False):
                 continue
-            safe = _to_safe(value)
-            if safe is _UNSAFE:
+            try:
+                saved_info[key] = to_plain_data(value)
+            except TypeError:
                 print_log(f'runtime info {key!r} of type {type(value).__name__} cannot be loaded '
                           'with torch.load(weights_only=True); it is not saved.',
                           logger='current', level=logging.WARNING)
                 del resumed_keys[key]
-                continue
-            saved_info[key] = safe
         return dict(log_scalars=saved_scalars, runtime_info=saved_info, resumed_keys=resumed_keys)
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -188,29 +188,3 @@ class MessageHub(ManagerMixin):
                           'this time. This key will not be saved by the next calling of '
                           '`MessageHub.state_dict()`', logger='current', level=logging.WARNING)
             self._resumed_keys[key] = resumed
-
-
-_UNSAFE = object()  # marker: "this value cannot go into a weights_only checkpoint"
-
-
-def _to_safe(value: Any) -> Any:
-    """``value`` rebuilt from types ``torch.load(weights_only=True)`` accepts, or ``_UNSAFE``.
-
-    Exact types are checked, not ``isinstance``: a subclass (a namedtuple, an IntEnum) would be
-    pickled under its own class name, which the weights_only loader refuses.
-    """
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if type(value) in (bool, int, float, str, type(None)):
-        return value
-    if type(value) in (list, tuple, set):
-        items = [_to_safe(v) for v in value]
-        return _UNSAFE if any(v is _UNSAFE for v in items) else type(value)(items)
-    if type(value) in (dict, OrderedDict):
-        items = [(_to_safe(k), _to_safe(v)) for k, v in value.items()]
-        if any(k is _UNSAFE or v is _UNSAFE for k, v in items):
-            return _UNSAFE
-        return type(value)(items)
-    return _UNSAFE

@@ -180,6 +180,10 @@ class BaseModel(nn.Module, metaclass=ABCMeta):
                 log_vars.append((loss_name, _sum(_mean(item) for item in loss_value)))
             else:
                 raise TypeError(f'{loss_name} is not a tensor or list of tensors')
+        if not any('loss' in key for key, _ in log_vars):
+            raise KeyError(f"forward(mode='loss') returned no entry whose name contains 'loss' "
+                           f'(got keys {list(losses)}), so there is nothing to back-propagate; '
+                           "name the loss terms 'loss' or 'loss_*'")
         loss = _sum(value for key, value in log_vars if 'loss' in key)
         log_vars.insert(0, ('loss', loss))
         return loss, OrderedDict(log_vars)
@@ -226,10 +230,8 @@ def _mean(value: torch.Tensor) -> torch.Tensor:
     return value if value.dim() == 0 else value.mean()
 
 
-def _sum(values) -> Union[torch.Tensor, int]:
-    values = list(values)
-    if not values:
-        return 0
+def _sum(values) -> torch.Tensor:
+    values = list(values)  # never empty: parse_losses checks that first
     total = values[0]
     for value in values[1:]:
         total = total + value

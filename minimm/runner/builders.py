@@ -105,7 +105,13 @@ class BuildMixin:
         if 'by_epoch' not in cfg:
             raise KeyError('train_cfg needs `by_epoch` (True: max_epochs, False: max_iters) '
                            'or a loop `type`')
-        loop_cls = EpochBasedTrainLoop if cfg.pop('by_epoch') else IterBasedTrainLoop
+        by_epoch = cfg.pop('by_epoch')
+        wanted, other = ('max_epochs', 'max_iters') if by_epoch else ('max_iters', 'max_epochs')
+        if wanted not in cfg or other in cfg:
+            raise KeyError(f'train_cfg with by_epoch={by_epoch} needs `{wanted}` and no '
+                           f'`{other}` (set exactly one of max_epochs and max_iters, with '
+                           f'by_epoch=True for max_epochs), but got keys {sorted(loop)}')
+        loop_cls = EpochBasedTrainLoop if by_epoch else IterBasedTrainLoop
         return loop_cls(runner=self, dataloader=self._train_dataloader, **cfg)
 
     def _build_eval_loop(self, loop, mode: str) -> BaseLoop:

@@ -12,22 +12,36 @@ a checkpoint and what is restored from it:
 * ``resume``: weights, counters, MessageHub, optimizer and schedulers, so training continues as if
   it had never stopped.
 
-Left out compared with MMEngine: file backends and ``resume_from``-style URLs. Added: ``resume``
-may be a checkpoint path.
+Left out compared with MMEngine: file backends and URLs. Added: ``resume`` may be a checkpoint
+path; ``resume=True`` falls back to the newest readable checkpoint when the latest one cannot be
+read; ``load_from=dict(path=..., trusted=True)`` loads a file that needs arbitrary unpickling.
 """
 import os.path as osp
 import pickle
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
 from .. import __version__
 from ..dist import master_only
 from ..optim import OptimWrapper
+from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from .checkpoint import (find_latest_checkpoint, load_checkpoint_file, load_checkpoint_to_model,
-                         save_checkpoint, unwrap_model, weights_to_cpu)
+from .checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
+                         load_checkpoint_to_model, resume_candidates, save_checkpoint,
+                         unwrap_model, weights_to_cpu)
+
+
+def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
+    """``(path, trusted)`` from ``load_from``: a path, None, or ``dict(path=..., trusted=...)``."""
+    if not isinstance(load_from, dict):
+        return load_from, False
+    unknown = set(load_from) - {'path', 'trusted'}
+    if 'path' not in load_from or unknown:
+        raise KeyError(f'load_from as a dict takes `path` and optionally `trusted`, but got keys '
+                       f'{sorted(load_from)}')
+    return load_from['path'], bool(load_from.get('trusted', False))
 
 
 class CheckpointMixin:
@@ -42,22 +56,36 @@ class CheckpointMixin:
         """
         if self._has_loaded:
             return
-        resume_from = None
         if self.resuming and self._load_from is None:
-            resume_from = find_latest_checkpoint(self.work_dir)
-            self.logger.info(f'Auto resumed from the latest checkpoint {resume_from}.')
+            latest = find_latest_checkpoint(self.work_dir)
+            self.logger.info(f'Auto resumed from the latest checkpoint {latest}.')
+            if latest is not None:
+                self._resume_newest_readable(latest)
         elif self.resuming:
-            resume_from = self._load_from
-        if resume_from is not None:
-            self.resume(resume_from)
+            self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
-            self.load_checkpoint(self._load_from)
+            self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
+
+    def _resume_newest_readable(self, latest: str) -> None:
+        """Resume from ``latest``, or, when it cannot be read (a kill during a copy, a full disk),
+        from the newest older checkpoint that can. minimm's addition: MMEngine fails."""
+        errors = []
+        for path in resume_candidates(latest):
+            try:
+                self.resume(path, trusted=self._trust_checkpoint)
+                return
+            except CheckpointError as e:  # raised by the read, before anything is restored
+                errors.append(str(e))
+                self.logger.warning(f'{e}\nTrying the next older checkpoint.')
+        raise CheckpointError('no readable checkpoint to resume from; tried, newest first:\n'
+                              + '\n'.join(errors))
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
-                        revise_keys=((r'^module\.', ''), )) -> dict:
+                        revise_keys=((r'^module\.', ''), ), trusted: bool = False) -> dict:
         """Load weights only. ``after_load_checkpoint`` runs before the weights are applied, so
-        hooks may rewrite the checkpoint (EMAHook does)."""
-        checkpoint = load_checkpoint_file(filename, map_location=map_location)
+        hooks may rewrite the checkpoint (EMAHook does). ``trusted=True`` allows a file that
+        needs arbitrary unpickling (see ``checkpoint.load_checkpoint_file``)."""
+        checkpoint = load_checkpoint_file(filename, map_location=map_location, trusted=trusted)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         load_checkpoint_to_model(self.model, checkpoint, strict, revise_keys=revise_keys,
                                  logger=self.logger)
@@ -66,11 +94,12 @@ class CheckpointMixin:
         return checkpoint
 
     def resume(self, filename: str, resume_optimizer: bool = True,
-               resume_param_scheduler: bool = True, map_location='default') -> None:
+               resume_param_scheduler: bool = True, map_location='default',
+               trusted: bool = False) -> None:
         """Restore weights, counters, MessageHub, optimizer and schedulers from a checkpoint."""
         if map_location == 'default':
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
-        checkpoint = self.load_checkpoint(filename, map_location=map_location)
+        checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
         meta = checkpoint['meta']
         # As MMEngine, the counters are set on the loop directly (they have no public setter).
         self.train_loop._epoch = meta['epoch']
@@ -82,9 +111,10 @@ class CheckpointMixin:
                                     f'from randomness.seed ({self._randomness_cfg["seed"]})')
             self._randomness_cfg['seed'] = resumed_seed
             self.seed = set_random_seed(**self._randomness_cfg)
-        # Compared pickled, as MMEngine: metainfo may hold arrays, which `!=` cannot judge.
+        # Compared pickled, as MMEngine (`!=` cannot judge tensors), and as plain data, the form
+        # in which the metainfo was saved.
         if pickle.dumps(meta.get('dataset_meta')) != pickle.dumps(
-                getattr(self.train_dataloader.dataset, 'metainfo', None)):
+                to_plain_data(getattr(self.train_dataloader.dataset, 'metainfo', None))):
             self.logger.warning('The dataset metainfo from the resumed checkpoint is different '
                                 'from the current training dataset, please check the '
                                 'correctness of the checkpoint or the training dataset.')

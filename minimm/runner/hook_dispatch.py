@@ -11,8 +11,10 @@ Read this file top to bottom to learn the whole hook machinery of MMEngine 0.10'
    that stage run in priority order. The list of hooks per stage is computed once, and any change
    to ``runner.hooks`` clears it.
 
-Different from MMEngine: priorities are validated when a hook is registered, and the caller's
-hook dict is never mutated. Added: ``profile_hooks`` (see ``hook_profiler.py``).
+Different from MMEngine: priorities are validated when a hook is registered, the caller's hook dict
+is never mutated, and an exception raised inside a hook keeps its class and gains a note naming the
+hook and the stage (MMEngine re-raises a ``TypeError`` as a plain ``TypeError``). Added:
+``profile_hooks`` (see ``hook_profiler.py``).
 """
 from typing import Callable, Dict, List, Optional, Union
 
@@ -142,8 +144,10 @@ class HookDispatchMixin:
                     method(self, **kwargs)
                 else:
                     self._hook_profiler.call(hook, fn_name, method, self, **kwargs)
-            except TypeError as e:
-                raise TypeError(f'{e} in {hook}') from e
+            except BaseException as e:
+                # The exception keeps its class (callers may catch it); the note says where.
+                e.add_note(f'raised in {type(hook).__qualname__}.{fn_name} (hook {hook!r})')
+                raise
 
     def get_hooks_info(self) -> str:
         """Per stage, the hooks that run in it: ``(PRIORITY    ) ClassName`` lines."""

@@ -44,6 +44,10 @@ class BaseLoop:
         raise NotImplementedError
 
 
+def _describe(outputs) -> str:
+    return f'keys {list(outputs)}' if isinstance(outputs, dict) else type(outputs).__name__
+
+
 def _non_negative_int(name: str, value) -> int:
     if int(value) != value or value < 0:
         raise ValueError(f'{name} must be a non-negative integer, but got {value}')
@@ -62,6 +66,9 @@ class BaseTrainLoop(BaseLoop):
     def __init__(self, runner, dataloader, val_begin: int, val_interval: int,
                  max_epochs: Optional[int] = None, max_iters: Optional[int] = None):
         super().__init__(runner, dataloader)
+        if len(self.dataloader) == 0:
+            raise ValueError('train_dataloader has no batches: its dataset is empty, or smaller '
+                             'than batch_size with drop_last=True')
         if max_epochs is not None:
             self._max_epochs = _non_negative_int('max_epochs', max_epochs)
             self._max_iters = self._max_epochs * len(self.dataloader)
@@ -96,6 +103,9 @@ class BaseTrainLoop(BaseLoop):
         # The optimizer step happens inside train_step (through the OptimWrapper).
         outputs = self.runner.model.train_step(data_batch,
                                                optim_wrapper=self.runner.optim_wrapper)
+        if not (isinstance(outputs, dict) and 'loss' in outputs):
+            raise KeyError("train_step must return a dict with a 'loss' key (the total loss, as "
+                           f'BaseModel.train_step does), but got {_describe(outputs)}')
         self.runner.call_hook('after_train_iter', batch_idx=idx, data_batch=data_batch,
                               outputs=outputs)
         self._iter += 1

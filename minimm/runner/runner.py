@@ -21,7 +21,9 @@ strategies (FSDP/DeepSpeed), ``OptimWrapperDict`` (several optimizers), ``compil
 activation checkpointing. Different: the attributes that MMEngine exposes as read-only properties
 without computing anything (``work_dir``, ``seed``, ``rank``...) are plain attributes here.
 """
+import contextlib
 import copy
+import logging
 import os
 import os.path as osp
 import time
@@ -43,7 +45,7 @@ from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from .builders import BuildMixin
 from .checkpoint import unwrap_model
-from .checkpointing import CheckpointMixin
+from .checkpointing import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .loops import BaseLoop
 
@@ -55,6 +57,13 @@ def _all_or_none(names: str, values: list) -> None:
         given = ', '.join(f'{n}={"set" if v is not None else None}'
                           for n, v in zip(names.split(', '), values))
         raise ValueError(f'{names} should be either all None or not None, but got {given}')
+
+
+def _from_train_loop(name: str) -> property:
+    # As MMEngine: 0 without train_cfg; otherwise reading a counter builds the train loop,
+    # so max_epochs/max_iters are right even in a hook of a val() or test() run.
+    return property(lambda self: 0 if self._train_loop is None else getattr(self.train_loop, name),
+                    doc=f'``train_loop.{name}``, or 0 when the runner has no train_cfg.')
 
 
 class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
@@ -72,7 +81,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         val_evaluator / test_evaluator: metric config(s), e.g. ``dict(type='Accuracy')``.
         default_hooks: overrides of ``DEFAULT_HOOKS`` by key; ``None`` as a value removes one.
         custom_hooks: a list of hook configs or objects.
-        load_from: a checkpoint to load weights from (or to resume from, with ``resume=True``).
+        load_from: a checkpoint to load weights from (or to resume from, with ``resume=True``);
+            ``dict(path=..., trusted=True)`` for a file that needs arbitrary unpickling (only
+            for trusted files: unpickling can run code).
         resume: ``True`` to resume from ``load_from`` or else the latest checkpoint in
             ``work_dir``; or a checkpoint path.
         launcher: ``'none'`` or ``'pytorch'`` (under ``torchrun``).
@@ -90,7 +101,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  param_scheduler=None, val_evaluator=None, test_evaluator=None,
                  default_hooks: Optional[Dict[str, Union[Hook, dict, None]]] = None,
                  custom_hooks: Optional[List[Union[Hook, dict]]] = None,
-                 data_preprocessor: Optional[dict] = None, load_from: Optional[str] = None,
+                 data_preprocessor: Optional[dict] = None,
+                 load_from: Union[str, dict, None] = None,
                  resume: Union[bool, str] = False, launcher: str = 'none',
                  env_cfg: Optional[dict] = None, log_processor: Optional[dict] = None,
                  log_level: str = 'INFO', visualizer: Union[Visualizer, dict, None] = None,
@@ -125,7 +137,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         if isinstance(resume, str):  # minimm extension: resume='path/to/ckpt.pth'
             load_from, resume = resume, True
-        self._load_from = load_from
+        self._load_from, self._trust_checkpoint = parse_load_from(load_from)
         # Whether this run resumes training (EMAHook reads it to decide how to load EMA weights).
         self.resuming = bool(resume)
         self._has_loaded = False
@@ -186,26 +198,10 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     def model_name(self) -> str:
         return type(unwrap_model(self.model)).__name__
 
-    def _train_loop_attr(self, name: str) -> int:
-        # As MMEngine: 0 without train_cfg; otherwise reading a counter builds the train loop,
-        # so max_epochs/max_iters are right even in a hook of a val() or test() run.
-        return 0 if self._train_loop is None else getattr(self.train_loop, name)
-
-    @property
-    def epoch(self) -> int:
-        return self._train_loop_attr('epoch')
-
-    @property
-    def iter(self) -> int:
-        return self._train_loop_attr('iter')
-
-    @property
-    def max_epochs(self) -> int:
-        return self._train_loop_attr('max_epochs')
-
-    @property
-    def max_iters(self) -> int:
-        return self._train_loop_attr('max_iters')
+    epoch = _from_train_loop('epoch')
+    iter = _from_train_loop('iter')
+    max_epochs = _from_train_loop('max_epochs')
+    max_iters = _from_train_loop('max_iters')
 
     @property
     def train_loop(self) -> BaseLoop:
@@ -272,21 +268,22 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         if self._train_loop is None:
             raise RuntimeError('cannot train: the runner has no train_dataloader, train_cfg and '
                                'optim_wrapper')
-        self._train_loop = self.build_train_loop(self._train_loop)
-        self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
-        if self.param_schedulers is not None:
-            self.param_schedulers = self.build_param_scheduler(
-                self.param_schedulers if isinstance(self.param_schedulers, (list, tuple))
-                else [self.param_schedulers])
-        if self._val_loop is not None:
-            self._val_loop = self._build_eval_loop(self._val_loop, 'val')
-        self.call_hook('before_run')
-        self._init_model_weights()
-        self.load_or_resume()
-        self.optim_wrapper.initialize_count_status(self.model, self._train_loop.iter,
-                                                   self._train_loop.max_iters)
-        model = self._train_loop.run()
-        self._after_run()
+        with self._closing_on_failure():
+            self._train_loop = self.build_train_loop(self._train_loop)
+            self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
+            if self.param_schedulers is not None:
+                self.param_schedulers = self.build_param_scheduler(
+                    self.param_schedulers if isinstance(self.param_schedulers, (list, tuple))
+                    else [self.param_schedulers])
+            if self._val_loop is not None:
+                self._val_loop = self._build_eval_loop(self._val_loop, 'val')
+            self.call_hook('before_run')
+            self._init_model_weights()
+            self.load_or_resume()
+            self.optim_wrapper.initialize_count_status(self.model, self._train_loop.iter,
+                                                       self._train_loop.max_iters)
+            model = self._train_loop.run()
+            self._after_run()
         return model
 
     def val(self) -> dict:
@@ -312,12 +309,27 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         if loop is None:
             raise RuntimeError(f'cannot {mode}: the runner has no {mode}_dataloader, {mode}_cfg '
                                f'and {mode}_evaluator')
-        setattr(self, f'_{mode}_loop', self._build_eval_loop(loop, mode))
-        self.call_hook('before_run')
-        self.load_or_resume()
-        metrics = getattr(self, f'_{mode}_loop').run()
-        self._after_run()
+        with self._closing_on_failure():
+            setattr(self, f'_{mode}_loop', self._build_eval_loop(loop, mode))
+            self.call_hook('before_run')
+            self.load_or_resume()
+            metrics = getattr(self, f'_{mode}_loop').run()
+            self._after_run()
         return metrics
+
+    @contextlib.contextmanager
+    def _closing_on_failure(self):
+        """Close the log file and the visualizer's backends when a run fails, so nothing stays
+        open or unflushed. (After a run that succeeds, the LoggerHook has closed the visualizer,
+        and the log file stays open for later runs, as in MMEngine.)"""
+        try:
+            yield
+        except BaseException:
+            self.visualizer.close()
+            for handler in self.logger.handlers:
+                if isinstance(handler, logging.FileHandler):
+                    handler.close()
+            raise
 
     def _after_run(self) -> None:
         self.call_hook('after_run')
