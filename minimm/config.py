@@ -16,15 +16,15 @@ classes) when the config is loaded.
 
 :meth:`Config.merge_from_dict` applies ``--cfg-options`` style overrides
 (``{'model.num_classes': 5, 'custom_hooks.0.momentum': 0.001}``); :class:`DictAction` parses them
-from ``key=value`` strings on the command line. :meth:`Config.dump` writes a ``.py`` file that
-loads back to the same dict.
+from ``key=value`` strings on the command line (``ast.literal_eval``, bare words as strings).
+:meth:`Config.dump` writes a ``.py`` file that loads back to the same dict.
 
 Left out compared with MMEngine: YAML/JSON configs, the lazy-import (``read_base``) style,
 predefined variables (``{{fileDirname}}``), environment variables, ``{{_base_.x}}`` text
 substitution, scopes and yapf formatting. Differences on purpose: the caller's dicts are never
 mutated (MMEngine pops ``_delete_`` from them), ``_delete_`` is removed at every level, the dumped
-text keeps the keys' order (MMEngine sorts them), a quoted command-line value stays a string, and
-errors name the offending dotted key.
+text keeps the keys' order (MMEngine sorts them), a command-line value is read as a Python
+literal (MMEngine strips quotes and spaces), and errors name the offending dotted key.
 """
 import argparse
 import ast
@@ -419,8 +419,10 @@ def _pack(parts: List[str], width: int) -> List[str]:
 def parse_cfg_options(options: Iterable[str]) -> Dict[str, Any]:
     """Parse ``['a.b=1', 'c=[1,2]', 'd=x,y']`` into ``{'a.b': 1, 'c': [1, 2], 'd': ['x', 'y']}``.
 
-    Values: ints, floats, ``true``/``false`` (any case), ``None``; ``[...]`` lists and ``(...)``
-    tuples, nested; a bare ``a,b`` is a list; anything else (or anything quoted) is a string.
+    A value is a Python literal (numbers, ``None``, quoted strings, lists, tuples, nested) read by
+    ``ast.literal_eval``, where a bare word is a string (``SGD``), ``true``/``false`` in any case
+    a bool and ``inf``/``nan`` a float; a bare ``a,b`` is a list. Anything else that is not a
+    literal (``a b``, ``work_dirs/x``, ``torch.optim.SGD``) is kept as the string it is.
     """
     parsed = {}
     for option in options:
@@ -431,38 +433,34 @@ def parse_cfg_options(options: Iterable[str]) -> Dict[str, Any]:
     return parsed
 
 
+class _BareWords(ast.NodeTransformer):
+    """Turn each bare word of a parsed value into the constant it stands for."""
+
+    def visit_Name(self, node: ast.Name) -> ast.Constant:
+        word = node.id
+        if word.lower() in ('true', 'false'):
+            value = word.lower() == 'true'
+        else:
+            try:
+                value = float(word)  # inf, nan, infinity
+            except ValueError:
+                value = word
+        return ast.copy_location(ast.Constant(value), node)
+
+
 def _parse_value(text: str) -> Any:
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in '\'"':
-        return text[1:-1]
-    if text[:1] in ('(', '[') and text[-1:] == {'(': ')', '[': ']'}[text[0]]:
-        items = [_parse_value(item) for item in _split_top_level(text[1:-1], text)]
-        return tuple(items) if text[0] == '(' else items
-    if len(_split_top_level(text, text)) > 1:
-        return [_parse_value(item) for item in _split_top_level(text, text)]
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    if text.lower() in ('true', 'false'):
-        return text.lower() == 'true'
-    return None if text == 'None' else text
-
-
-def _split_top_level(text: str, whole: str) -> List[str]:
-    """Split at commas outside brackets; a trailing comma (``(1,)``) adds no item."""
-    items, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        depth += (char in '([') - (char in ')]')
-        if depth < 0:
-            raise ValueError(f'unbalanced brackets in config option value {whole!r}')
-        if char == ',' and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    if depth != 0:
-        raise ValueError(f'unbalanced brackets in config option value {whole!r}')
-    last = text[start:].strip()
-    return items + [last] if last else items
+    try:
+        tree = ast.parse(text, mode='eval')
+    except (SyntaxError, ValueError):
+        if text.startswith(('(', '[')):
+            raise ValueError(f'config option value {text!r} is not a list or tuple: unbalanced '
+                             'brackets? Quote items that hold spaces') from None
+        return text
+    try:
+        value = ast.literal_eval(_BareWords().visit(tree.body))
+    except (ValueError, TypeError):
+        return text
+    return list(value) if type(value) is tuple and not text.startswith('(') else value
 
 
 class DictAction(argparse.Action):
