@@ -7,7 +7,8 @@ An OpenMMLab config is a Python file whose module-level names are the settings::
     optim_wrapper = dict(optimizer=dict(lr=0.05))  # merged into the base's optim_wrapper
 
 :meth:`Config.fromfile` executes the file in a fresh namespace and keeps every top-level name except
-dunder names, modules and functions. Base files (``_base_``, a path or a list of paths relative to
+dunder names, modules, classes and functions (``from torch.optim import SGD`` is not a setting;
+``type=SGD`` in a dict is). Base files (``_base_``, a path or a list of paths relative to
 the file) are loaded first; the child's dicts are merged into theirs key by key, and a child dict
 with ``_delete_=True`` replaces the base's dict instead. While the file runs, ``_base_`` refers to
 the merged base config, so ``lr = _base_.optim_wrapper.optimizer.lr * 2`` works.
@@ -17,25 +18,30 @@ classes) when the config is loaded.
 :meth:`Config.merge_from_dict` applies ``--cfg-options`` style overrides
 (``{'model.num_classes': 5, 'custom_hooks.0.momentum': 0.001}``); :class:`DictAction` parses them
 from ``key=value`` strings on the command line (``ast.literal_eval``, bare words as strings).
-:meth:`Config.dump` writes a ``.py`` file that loads back to the same dict.
+:meth:`Config.dump` writes a ``.py`` file that loads back to the same dict; a class or function
+in the config is written as the import path that the registry builds it from again.
 
 Left out compared with MMEngine: YAML/JSON configs, the lazy-import (``read_base``) style,
 predefined variables (``{{fileDirname}}``), environment variables, ``{{_base_.x}}`` text
 substitution, scopes and yapf formatting. Differences on purpose: the caller's dicts are never
 mutated (MMEngine pops ``_delete_`` from them), ``_delete_`` is removed at every level, the dumped
 text keeps the keys' order (MMEngine sorts them), a command-line value is read as a Python
-literal (MMEngine strips quotes and spaces), and errors name the offending dotted key.
+literal (MMEngine strips quotes and spaces), a value that cannot be dumped is left out with a
+warning instead of failing the dump, and errors name the offending dotted key.
 """
 import argparse
 import ast
 import copy
 import importlib
+import inspect
 import keyword
 import math
 import os.path as osp
-import types
+import unicodedata
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+from .registry import import_object
 
 __all__ = ['Config', 'ConfigDict', 'DictAction', 'parse_cfg_options']
 
@@ -164,19 +170,18 @@ class Config:
     @property
     def pretty_text(self) -> str:
         """The settings as Python source, one ``name = value`` statement per key."""
-        return _format_config(self._cfg_dict, on_unknown=lambda value, key: repr(value))
+        return _format_config(self._cfg_dict, for_file=False)
 
     def dump(self, file: Optional[str] = None) -> Optional[str]:
         """Write the config as a ``.py`` file that ``fromfile`` loads back (no file: return it).
 
-        Values must be literals (None, bool, int, float, str and lists, tuples, dicts of them):
-        a class or function in the config cannot be written back and raises ``TypeError``.
+        Literals (None, bool, int, float, str and lists, tuples, dicts of them) are written as
+        they are, and a class or function by its import path (``type=SGD`` becomes
+        ``type='torch.optim.SGD'``, which the registry builds from), as MMEngine 0.10 does. What
+        cannot be written at all (an object, a lambda) is left out with a warning naming its key,
+        so that dumping never stops a run.
         """
-        for key in self._cfg_dict:
-            if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
-                raise ValueError(f'top-level key {key!r} is not a Python name; it cannot be dumped '
-                                 'as a .py config')
-        text = _format_config(self._cfg_dict, on_unknown=_not_dumpable)
+        text = _format_config(self._cfg_dict, for_file=True)
         if file is None:
             return text
         if not str(file).endswith('.py'):
@@ -272,7 +277,8 @@ def _load_file(filename: str, chain: tuple) -> tuple:
     exec(compile(tree, filename, 'exec'), namespace)
     child = {key: value for key, value in namespace.items()
              if key != BASE_KEY and not key.startswith('__')
-             and not isinstance(value, (types.FunctionType, types.ModuleType))}
+             and not (inspect.ismodule(value) or inspect.isclass(value)
+                      or inspect.isroutine(value))}
     return _merge_a_into_b(child, base_dict, allow_list_keys=False), texts
 
 
@@ -356,43 +362,61 @@ def _merge_a_into_b(a: dict, b: Union[dict, list], allow_list_keys: bool, prefix
 
 
 # ----------------------------------------------------------------------------- dumping
-def _not_dumpable(value: Any, key: str) -> str:
-    raise TypeError(f'{key}: {type(value).__name__} value {value!r} cannot be written to a .py '
-                    'config; only None, bool, int, float, str, list, tuple and dict can')
+def _format_config(cfg: dict, for_file: bool) -> str:
+    """``name = value`` lines. ``for_file``: leave out, with a warning, what cannot be loaded
+    back; otherwise write its ``repr`` (readable in a log, not loadable)."""
+    lines = []
+    for key, value in cfg.items():
+        if for_file and not _is_name(key):
+            warnings.warn(f'config key {key!r} is not a Python name; the dumped config '
+                          'leaves it out')
+            continue
+        text = _format_value(value, str(key), 0, for_file)
+        if text is not None:
+            lines.append(f'{key} = {text}')
+    return '\n'.join(lines) + '\n'
 
 
-def _format_config(cfg: dict, on_unknown: Callable[[Any, str], str]) -> str:
-    return '\n'.join(f'{key} = {_format_value(value, str(key), 0, on_unknown)}'
-                     for key, value in cfg.items()) + '\n'
+def _is_name(key: Any) -> bool:
+    # Python reads identifiers in NFKC form ('ª = 1' sets 'a'): only those that stay the same.
+    return isinstance(key, str) and key.isidentifier() and not keyword.iskeyword(key) \
+        and unicodedata.normalize('NFKC', key) == key
 
 
-def _format_value(value: Any, key: str, depth: int, on_unknown: Callable[[Any, str], str]) -> str:
+def _format_value(value: Any, key: str, depth: int, for_file: bool) -> Optional[str]:
     """Python source for ``value``: on one line when it fits, else one item per line.
 
     The text is relative to its own first column; the caller indents continuation lines.
-    ``depth`` only serves the line-width estimate.
+    ``depth`` only serves the line-width estimate. None: left out (see ``_unwritable``).
     """
-    if value is None or isinstance(value, (bool, int, str)):
-        return repr(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f"float('{value}')"
+    text = _scalar_source(value)
+    if text is not None:
+        return text
+    path = _import_path(value) if inspect.isclass(value) or inspect.isroutine(value) else None
+    if path is not None:
+        return repr(path)  # a class or function, by the path that imports it again
     if isinstance(value, dict):
-        keyword_form = all(isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
-                           for k in value)
-        for k in value:
-            if not keyword_form and not (k is None or isinstance(k, (bool, int, float, str))):
-                on_unknown(k, f'{key} (a key)')
-        items = [(f'{k}=' if keyword_form else f'{k!r}: ', v, f'{key}.{k}')
-                 for k, v in value.items()]
+        keyword_form = all(_is_name(k) for k in value)
         opening, closing = ('dict(', ')') if keyword_form else ('{', '}')
-    elif type(value) in (list, tuple):
-        items = [('', v, f'{key}.{i}') for i, v in enumerate(value)]
+        items = []
+        for k, v in value.items():
+            label = f'{k}=' if keyword_form else _scalar_source(k)
+            if label is None:
+                label = _unwritable(k, f'{key} (a key)', for_file)
+                if label is None:
+                    continue
+            items.append((label if keyword_form else f'{label}: ', v, f'{key}.{k}'))
+    elif isinstance(value, (list, tuple)):
         opening, closing = ('[', ']') if isinstance(value, list) else ('(', ')')
+        items = [('', v, f'{key}.{i}') for i, v in enumerate(value)]
     else:
-        return on_unknown(value, key)
-    parts = [label + _format_value(v, item_key, depth + 1, on_unknown)
-             for label, v, item_key in items]
-    one_tuple = ',' if type(value) is tuple and len(parts) == 1 else ''
+        return _unwritable(value, key, for_file)
+    parts = []
+    for label, item, item_key in items:
+        text = _format_value(item, item_key, depth + 1, for_file)
+        if text is not None:
+            parts.append(label + text)
+    one_tuple = ',' if opening == '(' and len(parts) == 1 else ''
     flat = f'{opening}{", ".join(parts)}{one_tuple}{closing}'
     if '\n' not in flat and len(INDENT * depth) + len(key) + len(flat) <= LINE_WIDTH:
         return flat
@@ -402,6 +426,43 @@ def _format_value(value: Any, key: str, depth: int, on_unknown: Callable[[Any, s
         lines = [part + ',' for part in parts]
     body = '\n'.join(INDENT + line.replace('\n', '\n' + INDENT) for line in lines)
     return f'{opening}\n{body}\n{closing}'
+
+
+def _scalar_source(value: Any) -> Optional[str]:
+    """Source for None, bool, int, float or str (a subclass, e.g. an IntEnum, as its base type)."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(float(value)) if math.isfinite(value) else f"float('{value}')"
+    for base in (int, str):
+        if isinstance(value, base):
+            return repr(base(value))
+    return None
+
+
+def _import_path(obj: Any) -> Optional[str]:
+    """The shortest dotted path that imports ``obj`` back, or None (a lambda, a local class).
+
+    ``torch.optim.SGD`` rather than ``torch.optim.sgd.SGD``, the path a user writes; the
+    registry builds from either (see ``import_object``).
+    """
+    module, name = getattr(obj, '__module__', None), getattr(obj, '__name__', None)
+    if not (isinstance(module, str) and isinstance(name, str)):
+        return None
+    parts = module.split('.')
+    for end in range(1, len(parts) + 1):
+        path = '.'.join(parts[:end] + [name])
+        if import_object(path) is obj:
+            return path
+    return None
+
+
+def _unwritable(value: Any, key: str, for_file: bool) -> Optional[str]:
+    if not for_file:
+        return repr(value)
+    warnings.warn(f'{key}: {type(value).__name__} values cannot be written to a .py config; '
+                  'the dumped config leaves it out')
+    return None
 
 
 def _pack(parts: List[str], width: int) -> List[str]:
@@ -455,12 +516,23 @@ def _parse_value(text: str) -> Any:
         if text.startswith(('(', '[')):
             raise ValueError(f'config option value {text!r} is not a list or tuple: unbalanced '
                              'brackets? Quote items that hold spaces') from None
+        if ',' in text and not any(char in text for char in '()[]\'"'):
+            return [_parse_value(item.strip()) for item in text.split(',')]  # v1.0,v2.0
         return text
-    try:
-        value = ast.literal_eval(_BareWords().visit(tree.body))
-    except (ValueError, TypeError):
-        return text
+    value = _node_value(_BareWords().visit(tree.body), text)
     return list(value) if type(value) is tuple and not text.startswith('(') else value
+
+
+def _node_value(node: ast.expr, text: str) -> Any:
+    """``ast.literal_eval(node)``, where an item that is not a literal (``a-b``, ``runs/x``)
+    stands for its own text, inside lists and tuples too."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_node_value(item, text) for item in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError):
+        return ast.get_source_segment(text, node)
 
 
 class DictAction(argparse.Action):
