@@ -9,12 +9,13 @@ that builds the object. Classes join a registry with a decorator::
         ...
 
 Registration happens when the module holding the decorator is *imported*; a name that is "not in
-the registry" almost always means that import never ran (see ``custom_imports`` in ``config.py``).
+the registry" almost always means that import never ran (see ``custom_imports`` in
+``config/config.py``).
 
-Left out compared with MMEngine: scopes (``mmdet::``), parent/child registries, lazy ``locations``,
-``DefaultScope`` and the rich-table ``__repr__``. Kept: aliases, ``force``, any callable or importable
-dotted path (``'torch.optim.SGD'``) as ``type``, ``default_args`` merged without touching the caller's
-dict, and an error message that says what to do.
+Left out compared with MMEngine: scopes (``mmdet::``), parent/child registries, lazy
+``locations``, ``DefaultScope`` and the rich-table ``__repr__``. Kept: aliases, ``force``, any
+callable or importable dotted path (``'torch.optim.SGD'``) as ``type``, ``default_args`` merged
+without touching the caller's dict, and an error message that says what to do.
 """
 import difflib
 import importlib

@@ -24,8 +24,8 @@ def _with_delete(items, delete):
 
 # A child config's dicts may say _delete_=True (replace the base's dict) or _delete_=False.
 CHILD_TREES = st.recursive(LEAVES, lambda children: st.builds(
-    _with_delete, st.dictionaries(KEYS, children, max_size=3), st.sampled_from([None, True, False])),
-    max_leaves=8)
+    _with_delete, st.dictionaries(KEYS, children, max_size=3),
+    st.sampled_from([None, True, False])), max_leaves=8)
 
 
 class Refused(Exception):

@@ -1,4 +1,4 @@
-"""Config: load a ``.py`` config file, with ``_base_`` inheritance and command-line overrides.
+"""Config: load a ``.py`` config file, with ``_base_`` inheritance and dotted-key overrides.
 
 An OpenMMLab config is a Python file whose module-level names are the settings::
 
@@ -8,48 +8,37 @@ An OpenMMLab config is a Python file whose module-level names are the settings::
 
 :meth:`Config.fromfile` executes the file in a fresh namespace and keeps every top-level name except
 dunder names, modules, classes and functions (``from torch.optim import SGD`` is not a setting;
-``type=SGD`` in a dict is). Base files (``_base_``, a path or a list of paths relative to
-the file) are loaded first; the child's dicts are merged into theirs key by key, and a child dict
+``type=SGD`` in a dict is). Base files (``_base_``, a path or a list of paths relative to the
+file) are loaded first; the child's dicts are merged into theirs key by key, and a child dict
 with ``_delete_=True`` replaces the base's dict instead. While the file runs, ``_base_`` refers to
 the merged base config, so ``lr = _base_.optim_wrapper.optimizer.lr * 2`` works.
 ``custom_imports = dict(imports=['my_pkg.my_hooks'])`` imports modules (which registers their
 classes) when the config is loaded.
 
 :meth:`Config.merge_from_dict` applies ``--cfg-options`` style overrides
-(``{'model.num_classes': 5, 'custom_hooks.0.momentum': 0.001}``); :class:`DictAction` parses them
-from ``key=value`` strings on the command line (``ast.literal_eval``, bare words as strings).
-:meth:`Config.dump` writes a ``.py`` file that loads back to the same dict; a class or function
-in the config is written as the import path that the registry builds it from again.
+(``{'model.num_classes': 5, 'custom_hooks.0.momentum': 0.001}``, parsed in ``cfg_options.py``);
+:meth:`Config.dump` and :attr:`Config.pretty_text` write the settings back as Python
+(``dump.py``).
 
 Left out compared with MMEngine: YAML/JSON configs, the lazy-import (``read_base``) style,
 predefined variables (``{{fileDirname}}``), environment variables, ``{{_base_.x}}`` text
-substitution, scopes and yapf formatting. Differences on purpose: the caller's dicts are never
-mutated (MMEngine pops ``_delete_`` from them), ``_delete_`` is removed at every level, the dumped
-text keeps the keys' order (MMEngine sorts them), a command-line value is read as a Python
-literal (MMEngine strips quotes and spaces), a value that cannot be dumped is left out with a
-warning instead of failing the dump, and errors name the offending dotted key.
+substitution and scopes. Differences on purpose: the caller's dicts are never mutated (MMEngine
+pops ``_delete_`` from them), ``_delete_`` is removed at every level, and errors name the
+offending dotted key.
 """
-import argparse
 import ast
 import copy
 import importlib
 import inspect
-import keyword
-import math
 import os.path as osp
-import unicodedata
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Union
 
-from .registry import import_object
-
-__all__ = ['Config', 'ConfigDict', 'DictAction', 'parse_cfg_options']
+from .dump import format_config
 
 BASE_KEY = '_base_'
 DELETE_KEY = '_delete_'
 RESERVED_KEYS = ('filename', 'text', 'pretty_text')
-LINE_WIDTH = 100
-INDENT = ' ' * 4
 
 
 class ConfigDict(dict):
@@ -170,7 +159,7 @@ class Config:
     @property
     def pretty_text(self) -> str:
         """The settings as Python source, one ``name = value`` statement per key."""
-        return _format_config(self._cfg_dict, for_file=False)
+        return format_config(self._cfg_dict, for_file=False)
 
     def dump(self, file: Optional[str] = None) -> Optional[str]:
         """Write the config as a ``.py`` file that ``fromfile`` loads back (no file: return it).
@@ -181,7 +170,7 @@ class Config:
         cannot be written at all (an object, a lambda) is left out with a warning naming its key,
         so that dumping never stops a run.
         """
-        text = _format_config(self._cfg_dict, for_file=True)
+        text = format_config(self._cfg_dict, for_file=True)
         if file is None:
             return text
         if not str(file).endswith('.py'):
@@ -359,195 +348,3 @@ def _merge_a_into_b(a: dict, b: Union[dict, list], allow_list_keys: bool, prefix
         else:
             merged[key] = value
     return merged
-
-
-# ----------------------------------------------------------------------------- dumping
-def _format_config(cfg: dict, for_file: bool) -> str:
-    """``name = value`` lines. ``for_file``: leave out, with a warning, what cannot be loaded
-    back; otherwise write its ``repr`` (readable in a log, not loadable)."""
-    lines = []
-    for key, value in cfg.items():
-        if for_file and not _is_name(key):
-            warnings.warn(f'config key {key!r} is not a Python name; the dumped config '
-                          'leaves it out')
-            continue
-        text = _format_value(value, str(key), 0, for_file)
-        if text is not None:
-            lines.append(f'{key} = {text}')
-    return '\n'.join(lines) + '\n'
-
-
-def _is_name(key: Any) -> bool:
-    # Python reads identifiers in NFKC form ('ª = 1' sets 'a'): only those that stay the same.
-    return isinstance(key, str) and key.isidentifier() and not keyword.iskeyword(key) \
-        and unicodedata.normalize('NFKC', key) == key
-
-
-def _format_value(value: Any, key: str, depth: int, for_file: bool) -> Optional[str]:
-    """Python source for ``value``: on one line when it fits, else one item per line.
-
-    The text is relative to its own first column; the caller indents continuation lines.
-    ``depth`` only serves the line-width estimate. None: left out (see ``_unwritable``).
-    """
-    text = _scalar_source(value)
-    if text is not None:
-        return text
-    path = _import_path(value) if inspect.isclass(value) or inspect.isroutine(value) else None
-    if path is not None:
-        return repr(path)  # a class or function, by the path that imports it again
-    if isinstance(value, dict):
-        keyword_form = all(_is_name(k) for k in value)
-        opening, closing = ('dict(', ')') if keyword_form else ('{', '}')
-        items = []
-        for k, v in value.items():
-            label = f'{k}=' if keyword_form else _scalar_source(k)
-            if label is None:
-                label = _unwritable(k, f'{key} (a key)', for_file)
-                if label is None:
-                    continue
-            items.append((label if keyword_form else f'{label}: ', v, f'{key}.{k}'))
-    elif isinstance(value, (list, tuple)):
-        opening, closing = ('[', ']') if isinstance(value, list) else ('(', ')')
-        items = [('', v, f'{key}.{i}') for i, v in enumerate(value)]
-    else:
-        return _unwritable(value, key, for_file)
-    parts = []
-    for label, item, item_key in items:
-        text = _format_value(item, item_key, depth + 1, for_file)
-        if text is not None:
-            parts.append(label + text)
-    one_tuple = ',' if opening == '(' and len(parts) == 1 else ''
-    flat = f'{opening}{", ".join(parts)}{one_tuple}{closing}'
-    if '\n' not in flat and len(INDENT * depth) + len(key) + len(flat) <= LINE_WIDTH:
-        return flat
-    if not isinstance(value, dict) and all('\n' not in part for part in parts):
-        lines = _pack(parts, LINE_WIDTH - len(INDENT * (depth + 1)))  # e.g. a long list of numbers
-    else:
-        lines = [part + ',' for part in parts]
-    body = '\n'.join(INDENT + line.replace('\n', '\n' + INDENT) for line in lines)
-    return f'{opening}\n{body}\n{closing}'
-
-
-def _scalar_source(value: Any) -> Optional[str]:
-    """Source for None, bool, int, float or str (a subclass, e.g. an IntEnum, as its base type)."""
-    if value is None or isinstance(value, bool):
-        return repr(value)
-    if isinstance(value, float):
-        return repr(float(value)) if math.isfinite(value) else f"float('{value}')"
-    for base in (int, str):
-        if isinstance(value, base):
-            return repr(base(value))
-    return None
-
-
-def _import_path(obj: Any) -> Optional[str]:
-    """The shortest dotted path that imports ``obj`` back, or None (a lambda, a local class).
-
-    ``torch.optim.SGD`` rather than ``torch.optim.sgd.SGD``, the path a user writes; the
-    registry builds from either (see ``import_object``).
-    """
-    module, name = getattr(obj, '__module__', None), getattr(obj, '__name__', None)
-    if not (isinstance(module, str) and isinstance(name, str)):
-        return None
-    parts = module.split('.')
-    for end in range(1, len(parts) + 1):
-        path = '.'.join(parts[:end] + [name])
-        if import_object(path) is obj:
-            return path
-    return None
-
-
-def _unwritable(value: Any, key: str, for_file: bool) -> Optional[str]:
-    if not for_file:
-        return repr(value)
-    warnings.warn(f'{key}: {type(value).__name__} values cannot be written to a .py config; '
-                  'the dumped config leaves it out')
-    return None
-
-
-def _pack(parts: List[str], width: int) -> List[str]:
-    """Fill lines with ``part,`` items up to ``width`` characters."""
-    lines = ['']
-    for part in parts:
-        item = f'{part},'
-        if lines[-1] and len(lines[-1]) + 1 + len(item) > width:
-            lines.append('')
-        lines[-1] = f'{lines[-1]} {item}' if lines[-1] else item
-    return lines
-
-
-# ----------------------------------------------------------------------------- command line
-def parse_cfg_options(options: Iterable[str]) -> Dict[str, Any]:
-    """Parse ``['a.b=1', 'c=[1,2]', 'd=x,y']`` into ``{'a.b': 1, 'c': [1, 2], 'd': ['x', 'y']}``.
-
-    A value is a Python literal (numbers, ``None``, quoted strings, lists, tuples, nested) read by
-    ``ast.literal_eval``, where a bare word is a string (``SGD``), ``true``/``false`` in any case
-    a bool and ``inf``/``nan`` a float; a bare ``a,b`` is a list. Anything else that is not a
-    literal (``a b``, ``work_dirs/x``, ``torch.optim.SGD``) is kept as the string it is.
-    """
-    parsed = {}
-    for option in options:
-        key, sep, value = option.partition('=')
-        if not sep or not key:
-            raise ValueError(f'config option {option!r} must look like key=value')
-        parsed[key.strip()] = _parse_value(value.strip())
-    return parsed
-
-
-class _BareWords(ast.NodeTransformer):
-    """Turn each bare word of a parsed value into the constant it stands for."""
-
-    def visit_Name(self, node: ast.Name) -> ast.Constant:
-        word = node.id
-        if word.lower() in ('true', 'false'):
-            value = word.lower() == 'true'
-        else:
-            try:
-                value = float(word)  # inf, nan, infinity
-            except ValueError:
-                value = word
-        return ast.copy_location(ast.Constant(value), node)
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        tree = ast.parse(text, mode='eval')
-    except (SyntaxError, ValueError):
-        if text.startswith(('(', '[')):
-            raise ValueError(f'config option value {text!r} is not a list or tuple: unbalanced '
-                             'brackets? Quote items that hold spaces') from None
-        if ',' in text and not any(char in text for char in '()[]\'"'):
-            return [_parse_value(item.strip()) for item in text.split(',')]  # v1.0,v2.0
-        return text
-    value = _node_value(_BareWords().visit(tree.body), text)
-    return list(value) if type(value) is tuple and not text.startswith('(') else value
-
-
-def _node_value(node: ast.expr, text: str) -> Any:
-    """``ast.literal_eval(node)``, where an item that is not a literal (``a-b``, ``runs/x``)
-    stands for its own text, inside lists and tuples too."""
-    if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_node_value(item, text) for item in node.elts]
-        return items if isinstance(node, ast.List) else tuple(items)
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError):
-        return ast.get_source_segment(text, node)
-
-
-class DictAction(argparse.Action):
-    """argparse action for ``--cfg-options key=value ...`` (use with ``nargs='+'``).
-
-    Collects the pairs into one dict (see :func:`parse_cfg_options`), ready for
-    :meth:`Config.merge_from_dict`; repeated flags extend the same dict.
-    """
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Union[str, Sequence[str], None], option_string: Optional[str] = None):
-        options = dict(getattr(namespace, self.dest, None) or {})
-        if values is not None:
-            try:
-                options.update(parse_cfg_options([values] if isinstance(values, str) else values))
-            except ValueError as e:
-                parser.error(str(e))
-        setattr(namespace, self.dest, options)
