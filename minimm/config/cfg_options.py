@@ -13,6 +13,9 @@ import argparse
 import ast
 from typing import Any, Dict, Iterable, Optional, Sequence, Union
 
+__all__ = ['DictAction', 'parse_cfg_options']
+
+
 def parse_cfg_options(options: Iterable[str]) -> Dict[str, Any]:
     """Parse ``['a.b=1', 'c=[1,2]', 'd=x,y']`` into ``{'a.b': 1, 'c': [1, 2], 'd': ['x', 'y']}``.
 

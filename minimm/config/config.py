@@ -36,6 +36,8 @@ from typing import Any, Dict, List, Optional, Union
 
 from .dump import format_config
 
+__all__ = ['Config', 'ConfigDict']
+
 BASE_KEY = '_base_'
 DELETE_KEY = '_delete_'
 RESERVED_KEYS = ('filename', 'text', 'pretty_text')

@@ -26,6 +26,7 @@ from ..registry import import_object
 LINE_WIDTH = 100
 INDENT = ' ' * 4
 
+
 def format_config(cfg: dict, for_file: bool) -> str:
     """``name = value`` lines. ``for_file``: leave out, with a warning, what cannot be loaded
     back; otherwise write its ``repr`` (readable in a log, not loadable)."""
