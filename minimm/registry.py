@@ -9,20 +9,23 @@ that builds the object. Classes join a registry with a decorator::
         ...
 
 Registration happens when the module holding the decorator is *imported*; a name that is "not in
-the registry" almost always means that import never ran (see ``custom_imports`` in ``config.py``).
+the registry" almost always means that import never ran (see ``custom_imports`` in
+``config/config.py``).
 
-Left out compared with MMEngine: scopes (``mmdet::``), parent/child registries, lazy ``locations``,
-``DefaultScope`` and the rich-table ``__repr__``. Kept: aliases, ``force``, any callable as ``type``,
-``default_args`` merged without touching the caller's dict, and an error message that says what to do.
+Left out compared with MMEngine: scopes (``mmdet::``), parent/child registries, lazy
+``locations``, ``DefaultScope`` and the rich-table ``__repr__``. Kept: aliases, ``force``, any
+callable or importable dotted path (``'torch.optim.SGD'``) as ``type``, ``default_args`` merged
+without touching the caller's dict, and an error message that says what to do.
 """
 import difflib
+import importlib
 import inspect
 from typing import Any, Callable, Dict, List, Optional, Union
 
 __all__ = [
     'Registry', 'build_from_cfg', 'HOOKS', 'MODELS', 'DATASETS', 'DATA_SAMPLERS',
     'OPTIMIZERS', 'OPTIM_WRAPPERS', 'PARAM_SCHEDULERS', 'METRICS', 'LOOPS',
-    'VISBACKENDS', 'FUNCTIONS'
+    'VISBACKENDS', 'FUNCTIONS', 'import_object'
 ]
 
 CUSTOM_IMPORT_HINT = ("If it is a custom module, make sure the file that registers it is imported: "
@@ -57,8 +60,15 @@ class Registry:
         return self._module_dict
 
     def get(self, key: str) -> Optional[Callable]:
-        """Return the callable registered as ``key``, or ``None``."""
-        return self._module_dict.get(key)
+        """Return the callable registered as ``key``, or ``None``.
+
+        As MMEngine 0.10's ``Registry.get``, a dotted path that is not registered
+        (``'torch.optim.SGD'``) is imported as a last resort.
+        """
+        obj = self._module_dict.get(key)
+        if obj is None and isinstance(key, str) and '.' in key:
+            obj = import_object(key)
+        return obj
 
     def build(self, cfg: Any, default_args: Optional[dict] = None) -> Any:
         """Build an object from ``cfg`` (a dict with ``type``), filling gaps from ``default_args``."""
@@ -69,12 +79,17 @@ class Registry:
         if not callable(module):
             raise TypeError(f'module must be a class or a function, but got {type(module)}')
         names = module_name if module_name is not None else module.__name__
-        for name in [names] if isinstance(names, str) else names:
+        names = [names] if isinstance(names, str) else list(names)
+        # Check every alias before adding any, so that a refused call registers nothing.
+        for i, name in enumerate(names):
             if not force and name in self._module_dict:
                 existing = self._module_dict[name]
                 raise KeyError(f'{name} is already registered in {self.name} at '
                                f'{getattr(existing, "__module__", "?")}; '
                                'pass force=True to replace it')
+            if name in names[:i]:
+                raise KeyError(f'{name} is listed twice in {names}')
+        for name in names:
             self._module_dict[name] = module
 
     def register_module(self, name: Union[str, List[str], None] = None, force: bool = False,
@@ -103,6 +118,22 @@ class Registry:
         close = difflib.get_close_matches(type_name, list(self._module_dict), n=3, cutoff=0.6)
         hint = f' Did you mean {", ".join(repr(c) for c in close)}?' if close else ''
         return f'{type_name!r} is not in the {self.name} registry.{hint} {CUSTOM_IMPORT_HINT}'
+
+
+def import_object(path: str) -> Optional[Callable]:
+    """The callable that ``import module; module.Name`` gives for ``'module.Name'``, or ``None``.
+
+    MMEngine 0.10's ``get_object_from_string`` in small: how a config names a class nobody
+    registered, and how ``Config.dump`` writes a class found in a config.
+    """
+    module_name, _, name = path.rpartition('.')
+    if not all(part.isidentifier() for part in path.split('.')) or not module_name:
+        return None
+    try:
+        obj = getattr(importlib.import_module(module_name), name, None)
+    except ImportError:
+        return None
+    return obj if callable(obj) else None
 
 
 def build_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = None) -> Any:

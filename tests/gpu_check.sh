@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (DESIGN.md "GPU checks"): on a CUDA machine, build the extension with its CUDA
+# The GPU check: on a CUDA machine, build the extension with its CUDA
 # kernels (MINIMM_REQUIRE_EXT=1: any build problem is an error, not a silent fallback), run the CUDA
 # op tests (native == reference on many shapes and dtypes; no host synchronisation in a plan step
 # under torch.cuda.set_sync_debug_mode("error"); a plan step captured and replayed in a CUDA graph)

@@ -9,7 +9,7 @@ import torch
 from minimm.hooks import Hook
 from minimm.registry import HOOKS
 from minimm.runner.checkpoint import find_latest_checkpoint, load_checkpoint_file, save_checkpoint
-from toy import RecordHook, ToyMetric, toy_loader, toy_loader_cfg, toy_runner
+from toy import RecordHook, ScriptedMetric, toy_loader, toy_loader_cfg, toy_runner
 
 
 def _files(folder):
@@ -56,19 +56,8 @@ def test_interval_save_begin_and_iter_based(tmp_path):
     assert _files(tmp_path / 'i') == ['iter_3.pth', 'iter_6.pth', 'iter_7.pth']
 
 
-class _ScriptedMetric(ToyMetric):
-    """Reports a fixed sequence of scores, one per validation."""
-
-    def __init__(self, scores):
-        super().__init__()
-        self.scores = list(scores)
-
-    def compute_metrics(self, results):
-        return dict(acc=self.scores.pop(0), loss=1.0)
-
-
 def test_save_best_keeps_one_best_file(tmp_path):
-    runner = toy_runner(tmp_path, max_=4, val_evaluator=_ScriptedMetric([50, 70, 60, 80]),
+    runner = toy_runner(tmp_path, max_=4, val_evaluator=ScriptedMetric([50, 70, 60, 80]),
                         val_dataloader=toy_loader(8, 4), val_cfg=dict(), val=False,
                         default_hooks=dict(checkpoint=dict(
                             type='CheckpointHook', interval=1, max_keep_ckpts=1,
@@ -86,7 +75,7 @@ def test_save_best_keeps_one_best_file(tmp_path):
 
 
 def test_save_best_less_rule_and_several_keys(tmp_path):
-    runner = toy_runner(tmp_path, max_=3, val_evaluator=_ScriptedMetric([50, 40, 60]),
+    runner = toy_runner(tmp_path, max_=3, val_evaluator=ScriptedMetric([50, 40, 60]),
                         val_dataloader=toy_loader(8, 4), val_cfg=dict(), val=False,
                         default_hooks=dict(checkpoint=dict(
                             type='CheckpointHook', interval=10, save_last=False,
@@ -147,7 +136,7 @@ def test_load_from_loads_weights_only(tmp_path):
 
 
 def test_published_keys_after_train(tmp_path):
-    runner = toy_runner(tmp_path, max_=2, val_evaluator=_ScriptedMetric([60, 50]),
+    runner = toy_runner(tmp_path, max_=2, val_evaluator=ScriptedMetric([60, 50]),
                         val_dataloader=toy_loader(8, 4), val_cfg=dict(), val=False,
                         default_hooks=dict(checkpoint=dict(
                             type='CheckpointHook', interval=1, save_best='auto',

@@ -4,21 +4,12 @@ import math
 import pytest
 
 from minimm.hooks import EarlyStoppingHook
-from toy import ToyMetric, toy_loader, toy_runner
-
-
-class _Scripted(ToyMetric):
-    def __init__(self, scores):
-        super().__init__()
-        self.scores = list(scores)
-
-    def compute_metrics(self, results):
-        return dict(acc=self.scores.pop(0))
+from toy import ScriptedMetric, toy_loader, toy_runner
 
 
 def _train(tmp_path, scores, **hook_kwargs):
     runner = toy_runner(tmp_path, max_=len(scores), val=False, val_dataloader=toy_loader(8, 4),
-                        val_cfg=dict(), val_evaluator=_Scripted(scores),
+                        val_cfg=dict(), val_evaluator=ScriptedMetric(scores),
                         custom_hooks=[dict(type='EarlyStoppingHook', monitor='toy/acc',
                                            **hook_kwargs)])
     runner.train()

@@ -106,7 +106,8 @@ def test_get_instance_and_current_instance():
     second = MessageHub.get_instance('hub_b')
     assert MessageHub.get_current_instance() is second
     assert MessageHub.get_instance('hub_a') is first
-    assert MessageHub.get_current_instance() is first
+    # As MMEngine: the current instance is the latest created; fetching by name does not change it.
+    assert MessageHub.get_current_instance() is second
     assert first.instance_name == 'hub_a'
     with pytest.warns(UserWarning, match='already exists'):
         MessageHub.get_instance('hub_a', runtime_info={'x': 1})
@@ -187,3 +188,14 @@ def test_print_log_targets(capsys, tmp_path):
     with pytest.raises(TypeError):
         print_log('x', logger=3)
     assert MMLogger.get_current_instance() is logger
+
+
+def test_print_log_by_name_does_not_change_the_current_logger(capsys):
+    MMLogger.get_instance('current_test_older', logger_name='older')
+    latest = MMLogger.get_instance('current_test_latest', logger_name='latest')
+    print_log('by name', logger='current_test_older')
+    print_log('to the current logger', logger='current')
+    out = capsys.readouterr().out
+    assert ' - older - INFO - by name\n' in out
+    assert ' - latest - INFO - to the current logger\n' in out
+    assert MMLogger.get_current_instance() is latest

@@ -3,7 +3,10 @@ import functools
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import minimm.hooks  # noqa: F401  (registers the built-in hooks these tests build)
 from minimm.registry import HOOKS, OPTIMIZERS, Registry, build_from_cfg
 
 
@@ -84,3 +87,48 @@ def test_optimizers_prefilled_from_torch():
     opt = OPTIMIZERS.build(dict(type='SGD', lr=0.1),
                            default_args=dict(params=[torch.nn.Parameter(torch.ones(1))]))
     assert opt.defaults['lr'] == 0.1
+
+
+def test_a_dotted_path_that_is_not_registered_is_imported():
+    """As MMEngine 0.10's Registry.get: the last resort for ``type='torch.optim.SGD'``."""
+    reg = Registry('thing')
+    assert reg.get('torch.optim.SGD') is torch.optim.SGD and 'torch.nn.Linear' in reg
+    assert reg.build(dict(type='torch.nn.Linear', in_features=2, out_features=3)).out_features == 3
+    for missing in ('torch.optim.NoSuchThing', 'no_such_module_x.Thing', 'torch.float32',
+                    '.relative.Name', 'a..b'):
+        assert reg.get(missing) is None
+    with pytest.raises(KeyError, match="'no_such_module_x.Thing' is not in the thing registry"):
+        reg.build(dict(type='no_such_module_x.Thing'))
+
+
+NAMES = st.from_regex(r'[A-Za-z_][A-Za-z0-9_]{0,8}', fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(aliases=st.lists(NAMES, min_size=1, max_size=4, unique=True),
+       others=st.lists(NAMES, min_size=1, max_size=4, unique=True), absent=NAMES)
+def test_aliases_resolve_and_a_refused_registration_changes_nothing(aliases, others, absent):
+    reg = Registry('thing')
+
+    class First:
+        pass
+
+    class Second:
+        pass
+
+    reg.register_module(name=aliases, module=First)
+    assert len(reg) == len(aliases)
+    assert all(reg.get(name) is First and type(reg.build(dict(type=name))) is First
+               for name in aliases)
+    before = dict(reg.module_dict)
+    if set(others) & set(aliases):
+        with pytest.raises(KeyError, match='already registered in thing'):
+            reg.register_module(name=others, module=Second)
+        assert reg.module_dict == before  # not even the names that were free
+    reg.register_module(name=others, module=Second, force=True)
+    assert {name: reg.get(name) for name in set(aliases) | set(others)} == {
+        **{name: First for name in aliases}, **{name: Second for name in others}}
+    with pytest.raises(KeyError, match='listed twice'):
+        Registry('fresh').register_module(name=[*others, others[0]], module=Second)
+    if absent not in set(aliases) | set(others):
+        assert reg.get(absent) is None and absent not in reg

@@ -4,7 +4,7 @@ import pytest
 
 from minimm.hooks import Hook
 from minimm.registry import HOOKS
-from toy import RecordHook, toy_runner
+from toy import RecordHook, no_default_hooks, toy_runner
 
 
 @HOOKS.register_module(force=True)
@@ -44,9 +44,7 @@ def test_default_hooks_override_and_remove(tmp_path):
 
 
 def test_priority_sources_and_validation(tmp_path):
-    runner = toy_runner(tmp_path, default_hooks=dict(
-        runtime_info=None, timer=None, sampler_seed=None, logger=None, param_scheduler=None,
-        checkpoint=None))
+    runner = toy_runner(tmp_path, default_hooks=no_default_hooks())
     assert runner.hooks == []
     cfg = dict(type='NamedHook', name='cfg', priority='LOW')
     runner.register_hook(cfg, priority=20)       # the argument beats the config
@@ -57,8 +55,7 @@ def test_priority_sources_and_validation(tmp_path):
     assert _names(runner) == ['cfg', 'attr', 'cfg2']
     assert runner.hooks[0].priority == 20 and runner.hooks[2].priority == 'LOW'
     # Bad priorities fail at registration, even for the first hook, before anything is built.
-    empty = toy_runner(tmp_path / 'b', default_hooks={k: None for k in (
-        'runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')})
+    empty = toy_runner(tmp_path / 'b', default_hooks=no_default_hooks())
     with pytest.raises(KeyError, match='BOGUS'):
         empty.register_hook(dict(type='NamedHook', priority='BOGUS'))
     with pytest.raises(ValueError, match='between 0 and 100'):
@@ -86,9 +83,8 @@ def test_get_hooks_info_format(tmp_path):
 
 def test_get_hooks_info_shows_priority_as_written(tmp_path):
     """As MMEngine: a name is shown as written, a number by its level name when it has one."""
-    runner = toy_runner(tmp_path, default_hooks={k: None for k in (
-        'runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler', 'checkpoint')},
-        custom_hooks=[dict(type='NamedHook', priority=p) for p in ('lowest', 50, 'Above_Normal')])
+    runner = toy_runner(tmp_path, default_hooks=no_default_hooks(),
+                        custom_hooks=[dict(type='NamedHook', priority=p) for p in ('lowest', 50, 'Above_Normal')])
     assert runner.get_hooks_info() == ('before_run:\n'
                                        f'({"Above_Normal":<12}) {"NamedHook":<35}\n'
                                        f'({"NORMAL":<12}) {"NamedHook":<35}\n'

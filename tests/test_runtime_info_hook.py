@@ -1,4 +1,4 @@
-"""RuntimeInfoHook: the MessageHub keys written at each stage (REFERENCE.md §1.7)."""
+"""RuntimeInfoHook: the MessageHub keys written at each stage, as in MMEngine 0.10."""
 from types import SimpleNamespace
 
 import numpy as np

@@ -52,6 +52,18 @@ class ToyMetric(BaseMetric):
         return dict(acc=100.0 * sum(results) / len(results))
 
 
+class ScriptedMetric(ToyMetric):
+    """Reports a fixed sequence of scores as ``toy/acc``, one per validation, and a constant
+    ``toy/loss`` of 1.0 (a second key for ``save_best``)."""
+
+    def __init__(self, scores):
+        super().__init__()
+        self.scores = list(scores)
+
+    def compute_metrics(self, results):
+        return dict(acc=self.scores.pop(0), loss=1.0)
+
+
 def toy_loader(n=12, batch_size=4, shuffle=False):
     return DataLoader(ToyDataset(n), batch_size=batch_size, shuffle=shuffle)
 
@@ -92,6 +104,12 @@ def _make_stage(stage):
 
 for _stage in Hook.stages:
     setattr(RecordHook, _stage, _make_stage(_stage))
+
+
+def no_default_hooks():
+    """``default_hooks`` that remove all six of MMEngine 0.10's default hooks."""
+    return dict.fromkeys(('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
+                          'checkpoint'))
 
 
 def toy_runner(tmp_path, by_epoch=True, max_=2, custom_hooks=(), val=True, **kwargs):

@@ -30,13 +30,14 @@ import os.path as osp
 import pickle
 import shutil
 from collections import deque
-from math import inf
 from typing import Dict, List, Optional, Sequence, Union
 
 from ..dist import is_main_process, master_only
 from ..registry import HOOKS
 from ..runner.checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
 from .hook import Hook
+from .metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_MAP, RULE_MAP,
+                           infer_rule)
 
 
 def _remove(path: str) -> bool:
@@ -49,38 +50,15 @@ def _remove(path: str) -> bool:
     return False
 
 
-def infer_rule(key: str, greater_keys: Sequence[str], less_keys: Sequence[str]) -> str:
-    """'greater' or 'less': whether a bigger ``key`` is better, judged from its name.
-
-    An exact (case-insensitive) match with ``greater_keys``/``less_keys`` decides first, then a
-    substring match (``'accuracy/top1'`` contains ``'acc'``). Used by CheckpointHook's ``save_best``
-    and by EarlyStoppingHook.
-    """
-    name = key.lower()
-    greater = {k.lower() for k in greater_keys}
-    less = {k.lower() for k in less_keys}
-    if name in greater:
-        return 'greater'
-    if name in less:
-        return 'less'
-    if any(k in name for k in greater):
-        return 'greater'
-    if any(k in name for k in less):
-        return 'less'
-    raise ValueError(f'Cannot infer the rule for key {key}, thus a specific rule must be '
-                     'specified.')
-
-
 @HOOKS.register_module()
 class CheckpointHook(Hook):
     """Save checkpoints; see the module docstring. Arguments and defaults are MMEngine's."""
 
     priority = 'VERY_LOW'
-    rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
-    init_value_map = {'greater': -inf, 'less': inf}
-    _default_greater_keys = ['acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'mDice', 'mIoU',
-                             'mAcc', 'aAcc']
-    _default_less_keys = ['loss']
+    rule_map = RULE_MAP
+    init_value_map = INIT_VALUE_MAP
+    _default_greater_keys = DEFAULT_GREATER_KEYS
+    _default_less_keys = DEFAULT_LESS_KEYS
 
     def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
                  save_param_scheduler: bool = True, out_dir: Optional[str] = None,

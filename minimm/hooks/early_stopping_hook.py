@@ -9,16 +9,17 @@ epoch or iteration) when:
 * it has not beaten the best by more than ``min_delta`` for ``patience`` validations in a row.
 
 ``rule`` ('greater' or 'less') is inferred from the metric's name when not given, with the same
-keys as CheckpointHook's ``save_best``. Behaviour and defaults are MMEngine 0.10.7's — including
-``min_delta=0.1`` (MMEngine's docstring says 0.01, its code uses 0.1).
+keys as CheckpointHook's ``save_best`` (see ``metric_rules.py``). Behaviour and defaults are those
+of MMEngine 0.10.7's EarlyStoppingHook, including ``min_delta=0.1`` (MMEngine's docstring says
+0.01, its code uses 0.1).
 """
 import warnings
 from math import inf, isfinite
 from typing import Dict, Optional, Tuple
 
 from ..registry import HOOKS
-from .checkpoint_hook import CheckpointHook, infer_rule
 from .hook import Hook
+from .metric_rules import RULE_MAP, infer_rule
 
 
 @HOOKS.register_module()
@@ -36,14 +37,13 @@ class EarlyStoppingHook(Hook):
     """
 
     priority = 'LOWEST'
-    rule_map = CheckpointHook.rule_map
+    rule_map = RULE_MAP
 
     def __init__(self, monitor: str, rule: Optional[str] = None, min_delta: float = 0.1,
                  strict: bool = False, check_finite: bool = True, patience: int = 5,
                  stopping_threshold: Optional[float] = None):
         if rule is None:
-            rule = infer_rule(monitor, CheckpointHook._default_greater_keys,
-                              CheckpointHook._default_less_keys)
+            rule = infer_rule(monitor)
         elif rule not in self.rule_map:
             raise ValueError(f'`rule` should be either "greater" or "less", but got {rule}')
         self.monitor = monitor

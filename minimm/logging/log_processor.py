@@ -100,28 +100,13 @@ class LogProcessor:
                 lr_str_list.append(f'{key}: {value:.{self.num_digits}e}')
         lr_str = ' '.join(lr_str_list)
 
-        if self.by_epoch:
-            dataloader_len = self._get_dataloader_size(runner, mode)
-            # Right-align the iteration so that [  9/270] and [100/270] line up.
-            cur_iter_str = str(self._get_iter(runner, batch_idx)).rjust(len(str(dataloader_len)))
-            if mode in ('train', 'val'):
-                cur_epoch = self._get_epoch(runner, mode)
-                if has_train_loop(runner):
-                    # Right-align the epoch too; 3 counts "[", "]" and the space before them.
-                    cur_epoch_str = f'[{cur_epoch}]'.rjust(len(str(runner.max_epochs)) + 3, ' ')
-                else:
-                    cur_epoch_str = f'[{cur_epoch}]'
-                tag['epoch'] = cur_epoch
-                log_str = f'Epoch({mode}){cur_epoch_str}[{cur_iter_str}/{dataloader_len}]  '
-            else:
-                log_str = f'Epoch({mode}) [{cur_iter_str}/{dataloader_len}]  '
-        elif mode == 'train':
-            cur_iter_str = str(self._get_iter(runner, batch_idx)).rjust(len(str(runner.max_iters)))
-            log_str = f'Iter({mode}) [{cur_iter_str}/{runner.max_iters}]  '
+        if not self.by_epoch and mode == 'train':
+            log_str = self._header(runner, mode, runner.iter + 1, runner.max_iters, align=True)
         else:
-            dataloader_len = self._get_dataloader_size(runner, mode)
-            cur_iter_str = str(batch_idx + 1).rjust(len(str(dataloader_len)))
-            log_str = f'Iter({mode}) [{cur_iter_str}/{dataloader_len}]  '
+            log_str = self._header(runner, mode, batch_idx + 1,
+                                   self._get_dataloader_size(runner, mode), align=True)
+        if self.by_epoch and mode in ('train', 'val'):
+            tag['epoch'] = self._get_epoch(runner, mode)
         tag['iter'] = runner.iter + 1 if has_train_loop(runner) else 0
         log_str += f'{lr_str}  '
 
@@ -156,13 +141,7 @@ class LogProcessor:
         if mode not in ('val', 'test'):
             raise ValueError(f"get_log_after_epoch only accepts 'val' or 'test', got {mode!r}")
         dataloader_len = self._get_dataloader_size(runner, mode)
-        if not self.by_epoch:
-            log_str = f'Iter({mode}) [{dataloader_len}/{dataloader_len}]  '
-        elif mode == 'val':
-            log_str = (f'Epoch({mode}) [{self._get_epoch(runner, mode)}]'
-                       f'[{dataloader_len}/{dataloader_len}]  ')
-        else:
-            log_str = f'Epoch({mode}) [{dataloader_len}/{dataloader_len}]  '
+        log_str = self._header(runner, mode, dataloader_len, dataloader_len, align=False)
 
         custom_cfg = [dict(cfg) for cfg in self.custom_cfg]
         custom_keys = [self._remove_prefix(cfg['data_src'], f'{mode}/') for cfg in custom_cfg]
@@ -248,9 +227,23 @@ class LogProcessor:
     def _remove_prefix(string: str, prefix: str) -> str:
         return string[len(prefix):] if string.startswith(prefix) else string
 
-    def _get_iter(self, runner, batch_idx: int) -> int:
-        """1-based iteration shown in the header: within the epoch, or global."""
-        return batch_idx + 1 if self.by_epoch else runner.iter + 1
+    def _header(self, runner, mode: str, cur_iter: int, total: int, align: bool) -> str:
+        """The start of each line: ``Epoch(train)  [1][ 10/100]  `` or ``Iter(val) [10/10]  ``.
+
+        ``align`` is for the per-iteration lines. As in MMEngine 0.10, the iteration is then
+        right-aligned (``[  9/270]`` under ``[100/270]``) and so is the epoch, on the width of
+        ``max_epochs`` (3 counts "[", "]" and a space), when a train loop exists; a val-only run
+        gets no space before its epoch. The end-of-epoch line has one space and no padding.
+        """
+        epoch_str = ' '
+        if self.by_epoch and mode in ('train', 'val'):
+            epoch_str = f'[{self._get_epoch(runner, mode)}]'
+            if not align:
+                epoch_str = f' {epoch_str}'
+            elif has_train_loop(runner):
+                epoch_str = epoch_str.rjust(len(str(runner.max_epochs)) + 3)
+        kind = 'Epoch' if self.by_epoch else 'Iter'
+        return f'{kind}({mode}){epoch_str}[{str(cur_iter).rjust(len(str(total)))}/{total}]  '
 
     def _get_epoch(self, runner, mode: str) -> int:
         """1-based epoch shown in the header.

@@ -4,7 +4,8 @@ Hooks need the run's MessageHub, logger and visualizer without having them passe
 code far from the runner (a metric, a dataset) wants to log to "the current logger". MMEngine's
 answer, kept here: each of these classes keeps a table of instances by name.
 ``get_instance(name, **kwargs)`` creates the instance on first use and returns the same object
-afterwards; ``get_current_instance()`` returns the one most recently asked for by name.
+afterwards; ``get_current_instance()`` returns the one most recently created (fetching an older
+one by name does not change it, as in MMEngine).
 
 Left out compared with MMEngine's ``mmengine.utils.ManagerMixin``: the thread lock around the table.
 """
@@ -33,8 +34,8 @@ class ManagerMixin:
     def get_instance(cls, name: str, **kwargs):
         """Return the instance called ``name``, creating it with ``kwargs`` on first use.
 
-        It also becomes the current instance. Passing ``kwargs`` for an existing name warns,
-        because they are ignored.
+        A new instance becomes the current one; an existing one is returned without becoming
+        current. Passing ``kwargs`` for an existing name warns, because they are ignored.
         """
         if not isinstance(name, str):
             raise TypeError(f'name must be a str, got {type(name)}')
@@ -43,7 +44,6 @@ class ManagerMixin:
         elif kwargs:
             warnings.warn(f'{cls.__name__} instance {name!r} already exists; '
                           f'the arguments {sorted(kwargs)} are ignored')
-        cls._instance_dict.move_to_end(name)
         return cls._instance_dict[name]
 
     @classmethod
@@ -58,7 +58,7 @@ class ManagerMixin:
 
     @classmethod
     def get_current_instance(cls):
-        """The instance most recently returned by ``get_instance``."""
+        """The instance most recently created."""
         if not cls._instance_dict:
             raise RuntimeError(f'Before calling {cls.__name__}.get_current_instance(), '
                                'call get_instance(name=...) at least once.')

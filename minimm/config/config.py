@@ -1,4 +1,4 @@
-"""Config: load a ``.py`` config file, with ``_base_`` inheritance and command-line overrides.
+"""Config: load a ``.py`` config file, with ``_base_`` inheritance and dotted-key overrides.
 
 An OpenMMLab config is a Python file whose module-level names are the settings::
 
@@ -7,43 +7,40 @@ An OpenMMLab config is a Python file whose module-level names are the settings::
     optim_wrapper = dict(optimizer=dict(lr=0.05))  # merged into the base's optim_wrapper
 
 :meth:`Config.fromfile` executes the file in a fresh namespace and keeps every top-level name except
-dunder names, modules and functions. Base files (``_base_``, a path or a list of paths relative to
-the file) are loaded first; the child's dicts are merged into theirs key by key, and a child dict
+dunder names, modules, classes and functions (``from torch.optim import SGD`` is not a setting;
+``type=SGD`` in a dict is). Base files (``_base_``, a path or a list of paths relative to the
+file) are loaded first; the child's dicts are merged into theirs key by key, and a child dict
 with ``_delete_=True`` replaces the base's dict instead. While the file runs, ``_base_`` refers to
 the merged base config, so ``lr = _base_.optim_wrapper.optimizer.lr * 2`` works.
 ``custom_imports = dict(imports=['my_pkg.my_hooks'])`` imports modules (which registers their
 classes) when the config is loaded.
 
 :meth:`Config.merge_from_dict` applies ``--cfg-options`` style overrides
-(``{'model.num_classes': 5, 'custom_hooks.0.momentum': 0.001}``); :class:`DictAction` parses them
-from ``key=value`` strings on the command line. :meth:`Config.dump` writes a ``.py`` file that
-loads back to the same dict.
+(``{'model.num_classes': 5, 'custom_hooks.0.momentum': 0.001}``, parsed in ``cfg_options.py``);
+:meth:`Config.dump` and :attr:`Config.pretty_text` write the settings back as Python
+(``dump.py``).
 
 Left out compared with MMEngine: YAML/JSON configs, the lazy-import (``read_base``) style,
 predefined variables (``{{fileDirname}}``), environment variables, ``{{_base_.x}}`` text
-substitution, scopes and yapf formatting. Differences on purpose: the caller's dicts are never
-mutated (MMEngine pops ``_delete_`` from them), ``_delete_`` is removed at every level, the dumped
-text keeps the keys' order (MMEngine sorts them), a quoted command-line value stays a string, and
-errors name the offending dotted key.
+substitution and scopes. Differences on purpose: the caller's dicts are never mutated (MMEngine
+pops ``_delete_`` from them), ``_delete_`` is removed at every level, and errors name the
+offending dotted key.
 """
-import argparse
 import ast
 import copy
 import importlib
-import keyword
-import math
+import inspect
 import os.path as osp
-import types
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Union
 
-__all__ = ['Config', 'ConfigDict', 'DictAction', 'parse_cfg_options']
+from .dump import format_config
+
+__all__ = ['Config', 'ConfigDict']
 
 BASE_KEY = '_base_'
 DELETE_KEY = '_delete_'
 RESERVED_KEYS = ('filename', 'text', 'pretty_text')
-LINE_WIDTH = 100
-INDENT = ' ' * 4
 
 
 class ConfigDict(dict):
@@ -164,19 +161,18 @@ class Config:
     @property
     def pretty_text(self) -> str:
         """The settings as Python source, one ``name = value`` statement per key."""
-        return _format_config(self._cfg_dict, on_unknown=lambda value, key: repr(value))
+        return format_config(self._cfg_dict, for_file=False)
 
     def dump(self, file: Optional[str] = None) -> Optional[str]:
         """Write the config as a ``.py`` file that ``fromfile`` loads back (no file: return it).
 
-        Values must be literals (None, bool, int, float, str and lists, tuples, dicts of them):
-        a class or function in the config cannot be written back and raises ``TypeError``.
+        Literals (None, bool, int, float, str and lists, tuples, dicts of them) are written as
+        they are, and a class or function by its import path (``type=SGD`` becomes
+        ``type='torch.optim.SGD'``, which the registry builds from), as MMEngine 0.10 does. What
+        cannot be written at all (an object, a lambda) is left out with a warning naming its key,
+        so that dumping never stops a run.
         """
-        for key in self._cfg_dict:
-            if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
-                raise ValueError(f'top-level key {key!r} is not a Python name; it cannot be dumped '
-                                 'as a .py config')
-        text = _format_config(self._cfg_dict, on_unknown=_not_dumpable)
+        text = format_config(self._cfg_dict, for_file=True)
         if file is None:
             return text
         if not str(file).endswith('.py'):
@@ -272,7 +268,8 @@ def _load_file(filename: str, chain: tuple) -> tuple:
     exec(compile(tree, filename, 'exec'), namespace)
     child = {key: value for key, value in namespace.items()
              if key != BASE_KEY and not key.startswith('__')
-             and not isinstance(value, (types.FunctionType, types.ModuleType))}
+             and not (inspect.ismodule(value) or inspect.isclass(value)
+                      or inspect.isroutine(value))}
     return _merge_a_into_b(child, base_dict, allow_list_keys=False), texts
 
 
@@ -353,131 +350,3 @@ def _merge_a_into_b(a: dict, b: Union[dict, list], allow_list_keys: bool, prefix
         else:
             merged[key] = value
     return merged
-
-
-# ----------------------------------------------------------------------------- dumping
-def _not_dumpable(value: Any, key: str) -> str:
-    raise TypeError(f'{key}: {type(value).__name__} value {value!r} cannot be written to a .py '
-                    'config; only None, bool, int, float, str, list, tuple and dict can')
-
-
-def _format_config(cfg: dict, on_unknown: Callable[[Any, str], str]) -> str:
-    return '\n'.join(f'{key} = {_format_value(value, str(key), 0, on_unknown)}'
-                     for key, value in cfg.items()) + '\n'
-
-
-def _format_value(value: Any, key: str, depth: int, on_unknown: Callable[[Any, str], str]) -> str:
-    """Python source for ``value``: on one line when it fits, else one item per line.
-
-    The text is relative to its own first column; the caller indents continuation lines.
-    ``depth`` only serves the line-width estimate.
-    """
-    if value is None or isinstance(value, (bool, int, str)):
-        return repr(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f"float('{value}')"
-    if isinstance(value, dict):
-        keyword_form = all(isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
-                           for k in value)
-        for k in value:
-            if not keyword_form and not (k is None or isinstance(k, (bool, int, float, str))):
-                on_unknown(k, f'{key} (a key)')
-        items = [(f'{k}=' if keyword_form else f'{k!r}: ', v, f'{key}.{k}')
-                 for k, v in value.items()]
-        opening, closing = ('dict(', ')') if keyword_form else ('{', '}')
-    elif type(value) in (list, tuple):
-        items = [('', v, f'{key}.{i}') for i, v in enumerate(value)]
-        opening, closing = ('[', ']') if isinstance(value, list) else ('(', ')')
-    else:
-        return on_unknown(value, key)
-    parts = [label + _format_value(v, item_key, depth + 1, on_unknown)
-             for label, v, item_key in items]
-    one_tuple = ',' if type(value) is tuple and len(parts) == 1 else ''
-    flat = f'{opening}{", ".join(parts)}{one_tuple}{closing}'
-    if '\n' not in flat and len(INDENT * depth) + len(key) + len(flat) <= LINE_WIDTH:
-        return flat
-    if not isinstance(value, dict) and all('\n' not in part for part in parts):
-        lines = _pack(parts, LINE_WIDTH - len(INDENT * (depth + 1)))  # e.g. a long list of numbers
-    else:
-        lines = [part + ',' for part in parts]
-    body = '\n'.join(INDENT + line.replace('\n', '\n' + INDENT) for line in lines)
-    return f'{opening}\n{body}\n{closing}'
-
-
-def _pack(parts: List[str], width: int) -> List[str]:
-    """Fill lines with ``part,`` items up to ``width`` characters."""
-    lines = ['']
-    for part in parts:
-        item = f'{part},'
-        if lines[-1] and len(lines[-1]) + 1 + len(item) > width:
-            lines.append('')
-        lines[-1] = f'{lines[-1]} {item}' if lines[-1] else item
-    return lines
-
-
-# ----------------------------------------------------------------------------- command line
-def parse_cfg_options(options: Iterable[str]) -> Dict[str, Any]:
-    """Parse ``['a.b=1', 'c=[1,2]', 'd=x,y']`` into ``{'a.b': 1, 'c': [1, 2], 'd': ['x', 'y']}``.
-
-    Values: ints, floats, ``true``/``false`` (any case), ``None``; ``[...]`` lists and ``(...)``
-    tuples, nested; a bare ``a,b`` is a list; anything else (or anything quoted) is a string.
-    """
-    parsed = {}
-    for option in options:
-        key, sep, value = option.partition('=')
-        if not sep or not key:
-            raise ValueError(f'config option {option!r} must look like key=value')
-        parsed[key.strip()] = _parse_value(value.strip())
-    return parsed
-
-
-def _parse_value(text: str) -> Any:
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in '\'"':
-        return text[1:-1]
-    if text[:1] in ('(', '[') and text[-1:] == {'(': ')', '[': ']'}[text[0]]:
-        items = [_parse_value(item) for item in _split_top_level(text[1:-1], text)]
-        return tuple(items) if text[0] == '(' else items
-    if len(_split_top_level(text, text)) > 1:
-        return [_parse_value(item) for item in _split_top_level(text, text)]
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    if text.lower() in ('true', 'false'):
-        return text.lower() == 'true'
-    return None if text == 'None' else text
-
-
-def _split_top_level(text: str, whole: str) -> List[str]:
-    """Split at commas outside brackets; a trailing comma (``(1,)``) adds no item."""
-    items, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        depth += (char in '([') - (char in ')]')
-        if depth < 0:
-            raise ValueError(f'unbalanced brackets in config option value {whole!r}')
-        if char == ',' and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    if depth != 0:
-        raise ValueError(f'unbalanced brackets in config option value {whole!r}')
-    last = text[start:].strip()
-    return items + [last] if last else items
-
-
-class DictAction(argparse.Action):
-    """argparse action for ``--cfg-options key=value ...`` (use with ``nargs='+'``).
-
-    Collects the pairs into one dict (see :func:`parse_cfg_options`), ready for
-    :meth:`Config.merge_from_dict`; repeated flags extend the same dict.
-    """
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Union[str, Sequence[str], None], option_string: Optional[str] = None):
-        options = dict(getattr(namespace, self.dest, None) or {})
-        if values is not None:
-            try:
-                options.update(parse_cfg_options([values] if isinstance(values, str) else values))
-            except ValueError as e:
-                parser.error(str(e))
-        setattr(namespace, self.dest, options)
