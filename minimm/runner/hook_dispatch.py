@@ -145,8 +145,10 @@ class HookDispatchMixin:
                 else:
                     self._hook_profiler.call(hook, fn_name, method, self, **kwargs)
             except BaseException as e:
-                # The exception keeps its class (callers may catch it); the note says where.
-                e.add_note(f'raised in {type(hook).__qualname__}.{fn_name} (hook {hook!r})')
+                # The exception keeps its class (callers may catch it); the note says where
+                # (add_note exists from Python 3.11 on; older Pythons just re-raise).
+                if hasattr(e, 'add_note'):
+                    e.add_note(f'raised in {type(hook).__qualname__}.{fn_name} (hook {hook!r})')
                 raise
 
     def get_hooks_info(self) -> str:
