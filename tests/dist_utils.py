@@ -7,17 +7,12 @@ return values, rank by rank. An exception in any rank fails the test with that r
 ``fn`` must be a module-level function (the children import it by name).
 """
 import os
-import socket
 
 import torch
 import torch.distributed as torch_dist
 import torch.multiprocessing as mp
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+from minimm.dist import free_port
 
 
 def _worker(rank, world_size, port, out_dir, fn, args):
