@@ -178,8 +178,9 @@ class BaseAveragedModel(nn.Module):
         where = f'on {plan.device}, {len(plan.ema)} tensors ({values / 1e6:.1f} M values)'
         if plan.backend == 'native':
             return f'fused native plan {where}'
-        reason = backend_info().get(plan.device.type, {}).get('reason', f'no native kernels for {plan.device.type}')
-        return f'PyTorch plan (torch._foreach_*) {where}; native kernels unavailable: {reason}'
+        info = backend_info().get(plan.device.type, {'backend': 'fallback', 'reason': 'no native kernels for it'})
+        reason = "backend='ref' was asked for" if info['backend'] == 'native' else info['reason']
+        return f'PyTorch plan (torch._foreach_*) {where}; native kernels not used: {reason}'
 
     @torch.no_grad()
     def update_parameters(self, model: nn.Module) -> None:
