@@ -3,6 +3,7 @@ the decay alias, and native == reference on a small CNN with BatchNorm."""
 import copy
 import functools
 import io
+import os
 import pickle
 
 import pytest
@@ -10,9 +11,12 @@ import torch
 from torch import nn
 
 import minimm.model.averaged_model as averaged_model
+from minimm.hooks import EMAHook
 from minimm.model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                           StochasticWeightAverage)
+from minimm.ops import backend_info
 from minimm.registry import MODELS
+from toy import toy_runner
 
 
 class Scalar(nn.Module):
@@ -306,3 +310,15 @@ def test_describe_names_the_path_and_why(use_backend):
     assert loop.describe(model) == 'per-tensor loop (LoopEMA overrides avg_func)' and loop.backend == 'loop'
     elsewhere = ExponentialMovingAverage(model, momentum=0.5, device='meta')
     assert elsewhere.describe(model) == "per-tensor loop (tensors on ['cpu'] and the averaged copy's counter on meta)"
+
+
+def test_ema_hook_logs_the_path_at_before_run(tmp_path):
+    """One line at before_run says which path averages the model, here on the CPU."""
+    hook = EMAHook(momentum=0.5)
+    runner = toy_runner(tmp_path, max_=1, val=False, custom_hooks=[hook])
+    runner.train()
+    with open(os.path.join(runner.log_dir, f'{runner.timestamp}.log')) as f:
+        log = f.read()
+    kind = 'fused native plan' if backend_info()['cpu']['backend'] == 'native' else 'PyTorch plan'
+    assert f'EMA: {kind} on cpu, 4 tensors (0.0 M values)' in log
+    assert hook.ema_model.backend == ('native' if kind == 'fused native plan' else 'ref')
