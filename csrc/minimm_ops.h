@@ -160,11 +160,20 @@ void check_flats(const char* op, at::TensorList flats, const PackLayout& layout,
 
 // A list call's tensors in a layout the kernels walk as one block: pairs (`src` not empty) that
 // are not dense with equal strides, or single tensors (`src` empty) that are not contiguous, are
-// replaced by contiguous copies; finish() writes the copied destinations back.
+// replaced by contiguous copies; finish() writes the copied destinations back. Without such
+// tensors, `dst` and `src` are the caller's lists, and nothing is copied.
 struct Staged {
-  std::vector<at::Tensor> dst, src;
+  at::TensorList dst, src;     // what the kernels use
   std::vector<size_t> copied;  // indices of `dst` that are copies
   void finish(at::TensorList originals) const;
+
+  Staged() = default;
+  Staged(Staged&&) = default;  // moving keeps the lists' buffers, so `dst`/`src` stay valid
+  Staged(const Staged&) = delete;
+
+ private:
+  friend Staged stage(at::TensorList dst, at::TensorList src);
+  std::vector<at::Tensor> own_dst_, own_src_;  // the lists with the copies, when there are any
 };
 Staged stage(at::TensorList dst, at::TensorList src);
 

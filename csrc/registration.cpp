@@ -52,14 +52,20 @@ void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const a
 }
 
 Staged stage(at::TensorList dst, at::TensorList src) {
-  Staged staged{dst.vec(), src.vec(), {}};
-  for (size_t i = 0; i < dst.size(); ++i) {
-    const bool fine = src.empty() ? dst[i].is_contiguous() : dense_alike(dst[i], src[i]);
-    if (fine) continue;
-    staged.dst[i] = dst[i].contiguous();
-    if (!src.empty()) staged.src[i] = src[i].contiguous();
-    staged.copied.push_back(i);
+  Staged staged;
+  staged.dst = dst;
+  staged.src = src;
+  for (size_t i = 0; i < dst.size(); ++i)
+    if (!(src.empty() ? dst[i].is_contiguous() : dense_alike(dst[i], src[i]))) staged.copied.push_back(i);
+  if (staged.copied.empty()) return staged;
+  staged.own_dst_ = dst.vec();
+  staged.own_src_ = src.vec();
+  for (size_t i : staged.copied) {
+    staged.own_dst_[i] = dst[i].contiguous();
+    if (!src.empty()) staged.own_src_[i] = src[i].contiguous();
   }
+  staged.dst = staged.own_dst_;
+  staged.src = staged.own_src_;
   return staged;
 }
 
