@@ -319,6 +319,6 @@ def test_ema_hook_logs_the_path_at_before_run(tmp_path):
     runner.train()
     with open(os.path.join(runner.log_dir, f'{runner.timestamp}.log')) as f:
         log = f.read()
-    kind = 'fused native plan' if backend_info()['cpu']['backend'] == 'native' else 'PyTorch plan'
+    kind = 'fused native plan' if backend_info()['cpu']['backend'] == 'native' else 'PyTorch plan (torch._foreach_*)'
     assert f'EMA: {kind} on cpu, 4 tensors (0.0 M values)' in log
     assert hook.ema_model.backend == ('native' if kind == 'fused native plan' else 'ref')
