@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <type_traits>
 
 #include "minimm_ops.h"
@@ -38,15 +37,6 @@ struct Row {
   const void* src;
   int64_t element_size;  // of dst; used by the byte copies
   SegmentFn fn;
-  // Plan rows only: the tensors and where they were when the row was made. A row is checked right
-  // before it is processed, so the check's cache misses overlap the work on the rows before it.
-  const at::Tensor* dst_tensor = nullptr;
-  const at::Tensor* src_tensor = nullptr;
-  TensorPlace dst_place{}, src_place{};
-
-  bool moved() const {
-    return dst_tensor && !(place_of(*dst_tensor) == dst_place && place_of(*src_tensor) == src_place);
-  }
 };
 
 struct Table {
@@ -58,35 +48,16 @@ struct Table {
     offsets.push_back(offsets.back() + numel);
   }
 
-  // Runs every row's function over the pieces of [0, total) each thread gets. A plan row whose
-  // tensors moved is not touched; the indices of such rows are returned (normally none).
-  std::vector<size_t> run(double value) const {
-    std::vector<size_t> moved;
-    std::mutex lock;
+  // Runs every row's function over the pieces of [0, total) each thread gets.
+  void run(double value) const {
     at::parallel_for(0, offsets.back(), kGrain, [&](int64_t begin, int64_t end) {
       size_t i = std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin() - 1;
       for (; begin < end; ++i) {
         const int64_t stop = std::min(end, offsets[i + 1]);
-        if (stop > begin) {
-          if (!rows[i].moved()) {
-            rows[i].fn(rows[i], begin - offsets[i], stop - begin, value);
-          } else {
-            const std::lock_guard<std::mutex> guard(lock);
-            moved.push_back(i);
-          }
-        }
+        if (stop > begin) rows[i].fn(rows[i], begin - offsets[i], stop - begin, value);
         begin = stop;
       }
     });
-    std::sort(moved.begin(), moved.end());  // a row split between threads is reported twice
-    moved.erase(std::unique(moved.begin(), moved.end()), moved.end());
-    return moved;
-  }
-
-  Table subset(const std::vector<size_t>& indices) const {
-    Table part;
-    for (size_t i : indices) part.add(rows[i], offsets[i + 1] - offsets[i]);
-    return part;
   }
 };
 
@@ -172,50 +143,35 @@ SegmentFn copy_fn(const at::Tensor& e, const at::Tensor& s) {
 
 SegmentFn scale_fn(at::ScalarType type, double scale) {
   if (scale == 1.0) return &copy_segment;
-  TORCH_CHECK(type != at::kBool, "unpack_: bool tensors cannot be scaled (scale=", scale, ")");
+  TORCH_CHECK_VALUE(type != at::kBool, "unpack_: bool tensors cannot be scaled (scale=", scale, ")");
   SegmentFn fn = nullptr;
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, type, "unpack_", [&] { fn = &scale_segment<scalar_t>; });
   return fn;
 }
 
-// One row per pair; `checked` rows remember where their tensors are (for plans, whose tensors
-// outlive the call and may be re-pointed between calls).
+// One row per pair.
 template <typename ChooseFn>
-Table pair_table(at::TensorList dst, at::TensorList src, ChooseFn choose, bool checked) {
+Table pair_table(at::TensorList dst, at::TensorList src, ChooseFn choose) {
   Table table;
   table.rows.reserve(dst.size());
   table.offsets.reserve(dst.size() + 1);
-  for (size_t i = 0; i < dst.size(); ++i) {
-    Row row{dst[i].data_ptr(), src[i].const_data_ptr(), dst[i].element_size(), choose(dst[i], src[i])};
-    if (checked) {
-      row.dst_tensor = &dst[i];
-      row.src_tensor = &src[i];
-      row.dst_place = place_of(dst[i]);
-      row.src_place = place_of(src[i]);
-    }
-    table.add(row, dst[i].numel());
-  }
+  for (size_t i = 0; i < dst.size(); ++i)
+    table.add({dst[i].data_ptr(), src[i].const_data_ptr(), dst[i].element_size(), choose(dst[i], src[i])},
+              dst[i].numel());
   return table;
 }
 
-// Each tensor with its slice of the flat tensors; `to_flat` decides the direction. `checked` as
-// in pair_table (the flat tensors belong to the plan and are checked along with each tensor).
+// Each tensor with its slice of the flat tensors; `to_flat` decides the direction.
 Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout& layout, bool to_flat,
-                 double scale, bool checked) {
+                 double scale) {
   Table table;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& flat = flats[layout.group_of[i]];
     char* slice = static_cast<char*>(flat.data_ptr()) + layout.offset_of[i] * flat.element_size();
     char* tensor = static_cast<char*>(tensors[i].data_ptr());
-    Row row = to_flat ? Row{slice, tensor, tensors[i].element_size(), &copy_segment}
-                      : Row{tensor, slice, tensors[i].element_size(), scale_fn(tensors[i].scalar_type(), scale)};
-    if (checked) {
-      row.dst_tensor = &tensors[i];
-      row.src_tensor = &flat;
-      row.dst_place = place_of(tensors[i]);
-      row.src_place = place_of(flat);
-    }
-    table.add(row, tensors[i].numel());
+    table.add(to_flat ? Row{slice, tensor, tensors[i].element_size(), &copy_segment}
+                      : Row{tensor, slice, tensors[i].element_size(), scale_fn(tensors[i].scalar_type(), scale)},
+              tensors[i].numel());
   }
   return table;
 }
@@ -225,25 +181,16 @@ Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout&
 void ema_update_cpu(at::TensorList ema, at::TensorList src, const std::optional<at::Tensor>& weight_tensor,
                     double weight) {
   if (ema.empty() && src.empty()) return;
-  check_pairs("ema_update_", ema, src, at::Device(at::kCPU));
+  check_pairs("ema_update_", ema, src, at::Device(at::kCPU), /*require_dense=*/false);
   if (weight_tensor.has_value()) {
     const at::Tensor& w = *weight_tensor;
-    TORCH_CHECK(w.numel() == 1 && w.is_floating_point(), "ema_update_: the weight tensor must hold one floating "
-                "value, got ", w.scalar_type(), " with ", w.numel(), " elements");
+    TORCH_CHECK_VALUE(w.numel() == 1 && w.is_floating_point(), "ema_update_: the weight tensor must hold one "
+                      "floating value, got ", w.scalar_type(), " with ", w.numel(), " elements");
     weight = w.item<double>();
   }
-  pair_table(ema, src, average_fn, /*checked=*/false).run(weight);
-}
-
-// Runs one of a plan's tables. When some rows' tensors moved (they were skipped), all tables are
-// rebuilt, which re-runs every input check, and the skipped rows run from the new table.
-template <typename Tables, typename Build>
-void run_plan_table(PlanBase& plan, Table Tables::*which, double value, const Build& build) {
-  const std::vector<size_t> moved = (static_cast<const Tables*>(plan.table.get())->*which).run(value);
-  if (moved.empty()) return;
-  auto fresh = std::make_shared<Tables>(build(plan));
-  plan.table = fresh;
-  ((*fresh).*which).subset(moved).run(value);
+  const Staged staged = stage(ema, src);
+  pair_table(staged.dst, staged.src, average_fn).run(weight);
+  staged.finish(ema);
 }
 
 // The three tables of an EMA plan: averaging call, copying call (the first), mirrored pairs.
@@ -251,49 +198,49 @@ struct PlanTables {
   Table average, copy, mirror;
 };
 
-PlanTables build_plan_tables(PlanBase& base) {
-  auto& plan = static_cast<EMAPlan&>(base);
-  plan.check();
-  return {pair_table(plan.ema, plan.src, average_fn, true), pair_table(plan.ema, plan.src, copy_fn, true),
-          pair_table(plan.mirror_ema, plan.mirror_src, copy_fn, true)};
-}
-
-void ema_plan_step_cpu(const c10::intrusive_ptr<EMAPlan>& plan, at::Tensor steps) {
-  TORCH_CHECK(steps.numel() == 1 && steps.scalar_type() == at::kLong && steps.is_cpu(), "ema_plan_step: steps "
-              "must be a one-element int64 CPU tensor, got ", steps.scalar_type(), " with ", steps.numel(),
-              " elements on ", steps.device());
-  TORCH_CHECK(plan->watched.empty() || plan->device.is_cpu(), "ema_plan_step: the plan's tensors are on ",
-              plan->device, " but steps is on the CPU");
-  if (!plan->table || plan->table_type != c10::DeviceType::CPU) {
-    plan->table = std::make_shared<PlanTables>(build_plan_tables(*plan));
-    plan->table_type = c10::DeviceType::CPU;
+void ema_plan_step_cpu(const c10::intrusive_ptr<EMAPlan>& plan, at::TensorList, at::TensorList, at::Tensor steps) {
+  TORCH_CHECK_VALUE(steps.numel() == 1 && steps.scalar_type() == at::kLong && steps.is_cpu(), "ema_plan_step: "
+                    "steps must be a one-element int64 CPU tensor, got ", steps.scalar_type(), " with ",
+                    steps.numel(), " elements on ", steps.device());
+  TORCH_CHECK_VALUE(plan->watched.empty() || plan->device.is_cpu(), "ema_plan_step: the plan's tensors are on ",
+                    plan->device, " but steps is on the CPU");
+  if (plan->stale(c10::DeviceType::CPU)) {
+    plan->check();
+    plan->table = std::make_shared<PlanTables>(PlanTables{pair_table(plan->ema, plan->src, average_fn),
+                                                          pair_table(plan->ema, plan->src, copy_fn),
+                                                          pair_table(plan->mirror_ema, plan->mirror_src, copy_fn)});
+    plan->remember(c10::DeviceType::CPU);
   }
+  const auto& tables = *static_cast<const PlanTables*>(plan->table.get());
   WeightSource rule = plan->rule;
   int64_t* counter = steps.data_ptr<int64_t>();
   rule.steps = counter;
   const int action = step_action(rule);
-  if (action == kCopy) run_plan_table(*plan, &PlanTables::copy, 0.0, build_plan_tables);
-  if (action == kAverage) run_plan_table(*plan, &PlanTables::average, step_weight(rule), build_plan_tables);
-  run_plan_table(*plan, &PlanTables::mirror, 0.0, build_plan_tables);
+  if (action == kCopy) tables.copy.run(0.0);
+  if (action == kAverage) tables.average.run(step_weight(rule));
+  tables.mirror.run(0.0);
   *counter += 1;
 }
 
 std::vector<at::Tensor> pack_cpu(at::TensorList tensors) {
-  check_list("pack", tensors, at::Device(at::kCPU));
+  check_list("pack", tensors, at::Device(at::kCPU), /*require_contiguous=*/false);
+  const Staged staged = stage(tensors, {});
   const PackLayout layout = pack_layout(tensors);
   std::vector<at::Tensor> flats;
   for (size_t g = 0; g < layout.dtypes.size(); ++g)
-    flats.push_back(at::empty({layout.group_numel[g]}, at::TensorOptions().dtype(layout.dtypes[g])));
-  flat_table(flats, tensors, layout, /*to_flat=*/true, 1.0, /*checked=*/false).run(1.0);
+    flats.push_back(at::zeros({layout.group_numel[g]}, at::TensorOptions().dtype(layout.dtypes[g])));
+  flat_table(flats, staged.dst, layout, /*to_flat=*/true, 1.0).run(1.0);
   return flats;
 }
 
 void unpack_cpu(at::TensorList flats, at::TensorList tensors, double scale) {
   const at::Device device(at::kCPU);
-  check_list("unpack_", tensors, device);
+  check_list("unpack_", tensors, device, /*require_contiguous=*/false);
   const PackLayout layout = pack_layout(tensors);
   check_flats("unpack_", flats, layout, device);
-  flat_table(flats, tensors, layout, /*to_flat=*/false, scale, /*checked=*/false).run(scale);
+  const Staged staged = stage(tensors, {});
+  flat_table(flats, staged.dst, layout, /*to_flat=*/false, scale).run(scale);
+  staged.finish(tensors);
 }
 
 // A pack plan's tables: pack, and unpack with the scale of the last call.
@@ -302,21 +249,22 @@ struct PackTables {
   double unpack_scale;
 };
 
-PackTables build_pack_tables(PlanBase& base, double scale) {
-  auto& plan = static_cast<PackPlan&>(base);
-  plan.check();
-  return {flat_table(plan.flats, plan.tensors, plan.layout, /*to_flat=*/true, 1.0, true),
-          flat_table(plan.flats, plan.tensors, plan.layout, /*to_flat=*/false, scale, true), scale};
-}
-
-void pack_plan_run_cpu(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList, bool unpack, double scale) {
-  const auto* tables = static_cast<const PackTables*>(plan->table.get());
-  if (!tables || plan->table_type != c10::DeviceType::CPU || (unpack && tables->unpack_scale != scale)) {
-    plan->table = std::make_shared<PackTables>(build_pack_tables(*plan, scale));
-    plan->table_type = c10::DeviceType::CPU;
+void pack_plan_run_cpu(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList, at::TensorList, bool unpack,
+                       double scale) {
+  if (plan->stale(c10::DeviceType::CPU)) {
+    plan->check();
+    plan->table = std::make_shared<PackTables>(
+        PackTables{flat_table(plan->flats, plan->tensors, plan->layout, /*to_flat=*/true, 1.0),
+                   flat_table(plan->flats, plan->tensors, plan->layout, /*to_flat=*/false, scale), scale});
+    plan->remember(c10::DeviceType::CPU);
   }
-  run_plan_table(*plan, unpack ? &PackTables::unpack : &PackTables::pack, scale,
-                 [scale](PlanBase& base) { return build_pack_tables(base, scale); });
+  auto& tables = *static_cast<PackTables*>(plan->table.get());
+  if (!unpack) return tables.pack.run(1.0);
+  if (tables.unpack_scale != scale) {
+    tables.unpack = flat_table(plan->flats, plan->tensors, plan->layout, /*to_flat=*/false, scale);
+    tables.unpack_scale = scale;
+  }
+  tables.unpack.run(scale);
 }
 }  // namespace
 }  // namespace minimm

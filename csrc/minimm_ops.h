@@ -23,6 +23,11 @@ namespace minimm {
 // How the weight of the new value is chosen; the values match minimm/ops/ema.py RULES.
 enum RuleKind : int64_t { kFixed = 0, kEMA = 1, kAnneal = 2, kSWA = 3 };
 
+// Every tensor starts at a multiple of kAlignBytes in a pack's flat tensor (and, in the CUDA
+// kernels, in a launch's index space), so that each slice is aligned for a 16-byte vector load.
+constexpr int64_t kAlignBytes = 16;
+C10_HOST_DEVICE inline int64_t align_up(int64_t n, int64_t quantum) { return (n + quantum - 1) / quantum * quantum; }
+
 // What one call of MMEngine's update_parameters does, decided from the step counter *before*
 // it is incremented: the first call copies, then every `interval`-th call averages.
 enum StepAction : int { kCopy = 0, kAverage = 1, kSkip = 2 };
@@ -85,15 +90,19 @@ inline TensorPlace place_of(const at::Tensor& t) {
 
 // What both persistent plans share. A plan holds its tensors (never raw pointers alone), so
 // memory it points into stays alive. The kernels keep their table (pointers, sizes, chunk map)
-// in `table` and rebuild it, re-running all input checks, when a tensor has moved since it was
-// built: the CUDA kernels scan `watched` with stale() before launching; the CPU kernels check
-// each row right before processing it (see cpu_kernels.cpp), which costs less there.
+// in `table` and rebuild it, re-running all input checks, when stale(): before every call, on
+// both CPU and CUDA (one scan of `watched`, the only staleness check).
 struct PlanBase : torch::CustomClassHolder {
   std::vector<at::Tensor> watched;   // every tensor the table points into
   std::vector<TensorPlace> seen;     // where they were when the table was built (stale/remember)
   std::shared_ptr<void> table;       // the kernel file's table type (CPU or CUDA) ...
   c10::DeviceType table_type{};      // ... and which of the two it is
   at::Device device{at::kCPU};
+  // CUDA graphs: a captured step replays the table's raw pointers. The storages of a captured
+  // table are kept here, so a replay never writes freed memory, and `captured` makes the next
+  // step outside the graph after a tensor moved raise once (the graph must be captured again).
+  std::vector<c10::Storage> captured_storages;
+  bool captured = false;
 
   bool stale(c10::DeviceType type) const;  // no table for `type`, or a watched tensor moved
   void remember(c10::DeviceType type);     // call after (re)building `table` for `type`
@@ -110,10 +119,11 @@ struct EMAPlan : PlanBase {
   void check() const;  // all input checks (at construction and whenever the table is rebuilt)
 };
 
-// Where each tensor goes in pack's output: one flat tensor per dtype, in first-seen order.
+// Where each tensor goes in pack's output: one flat tensor per dtype, in first-seen order, each
+// tensor starting at a multiple of kAlignBytes (the padding is zero); minimm/ops/pack.py layout().
 struct PackLayout {
   std::vector<at::ScalarType> dtypes;  // one per flat tensor
-  std::vector<int64_t> group_numel;    // elements of each flat tensor
+  std::vector<int64_t> group_numel;    // elements of each flat tensor, padding included
   std::vector<int64_t> group_of;       // per input tensor: which flat tensor
   std::vector<int64_t> offset_of;      // per input tensor: element offset in that flat tensor
 };
@@ -135,15 +145,36 @@ struct PackPlan : PlanBase {
 void register_classes();
 
 // Checks shared by every kernel, run on every list call and whenever a plan's table is (re)built;
-// they turn a mistake into an error message instead of memory corruption: equal lengths, defined, equal
-// shapes, one device, both sides dense with equal strides (contiguous, or e.g. both
-// channels_last). A floating pair may mix floating dtypes (an fp32 EMA of an fp16 source); any
-// other pair must have equal dtypes (it is copied byte for byte).
-void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const at::Device& device);
-// All tensors defined, contiguous and on `device`.
-void check_list(const char* op, at::TensorList tensors, const at::Device& device);
+// they turn a mistake into a ValueError naming it instead of memory corruption: equal lengths,
+// defined, equal shapes, one device, no complex dtype. A floating pair may mix floating dtypes
+// (an fp32 EMA of an fp16 source); any other pair must have equal dtypes (it is copied byte for
+// byte). With `require_dense` (plans), both sides must be dense with equal strides (contiguous,
+// or e.g. both channels_last); list calls stage other pairs instead (see stage()).
+void check_pairs(const char* op, at::TensorList dst, at::TensorList src, const at::Device& device,
+                 bool require_dense);
+// All tensors defined and on `device`; contiguous too with `require_contiguous`.
+void check_list(const char* op, at::TensorList tensors, const at::Device& device, bool require_contiguous);
 
 // Checks that `flats` match the layout of `tensors` (count, dtype, size, device, contiguity).
 void check_flats(const char* op, at::TensorList flats, const PackLayout& layout, const at::Device& device);
+
+// A list call's tensors in a layout the kernels walk as one block: pairs (`src` not empty) that
+// are not dense with equal strides, or single tensors (`src` empty) that are not contiguous, are
+// replaced by contiguous copies; finish() writes the copied destinations back. Without such
+// tensors, `dst` and `src` are the caller's lists, and nothing is copied.
+struct Staged {
+  at::TensorList dst, src;     // what the kernels use
+  std::vector<size_t> copied;  // indices of `dst` that are copies
+  void finish(at::TensorList originals) const;
+
+  Staged() = default;
+  Staged(Staged&&) = default;  // moving keeps the lists' buffers, so `dst`/`src` stay valid
+  Staged(const Staged&) = delete;
+
+ private:
+  friend Staged stage(at::TensorList dst, at::TensorList src);
+  std::vector<at::Tensor> own_dst_, own_src_;  // the lists with the copies, when there are any
+};
+Staged stage(at::TensorList dst, at::TensorList src);
 
 }  // namespace minimm

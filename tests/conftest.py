@@ -14,3 +14,12 @@ def backend(request):
             pytest.skip(f"native ops unavailable: {cpu['reason']}")
     return request.param
 
+
+
+@pytest.fixture
+def native():
+    """For tests comparing the native kernels with the twins: skipped, with the loader's reason,
+    where this process has no native CPU kernels (the MINIMM_NO_EXT=1 lane)."""
+    cpu = backend_info()['cpu']
+    if cpu['backend'] != 'native':
+        pytest.skip(f"native ops unavailable: {cpu['reason']}")

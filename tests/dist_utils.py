@@ -1,31 +1,27 @@
 """Run a test body in 2 processes joined by a gloo process group on 127.0.0.1.
 
 ``run_distributed(fn, tmp_path, *args)`` spawns ``world_size`` processes; each sets the variables
-``torchrun`` would set, calls ``minimm.dist.init_dist('pytorch', backend='gloo')`` (the code path a
-real run takes), runs ``fn(rank, *args)`` and saves its return value; the parent gets the list of
+``torchrun`` would set, calls ``minimm.dist.init_dist('pytorch', backend=backend)`` (the code path
+a real run takes; gloo unless the GPU check asks for NCCL), runs ``fn(rank, *args)`` and saves its
+return value; the parent gets the list of
 return values, rank by rank. An exception in any rank fails the test with that rank's traceback.
 ``fn`` must be a module-level function (the children import it by name).
 """
 import os
-import socket
 
 import torch
 import torch.distributed as torch_dist
 import torch.multiprocessing as mp
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+from minimm.dist import free_port
 
 
-def _worker(rank, world_size, port, out_dir, fn, args):
+def _worker(rank, world_size, port, out_dir, fn, args, backend):
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), RANK=str(rank),
                       LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
     torch.set_num_threads(1)  # 2 processes on 2 cores
     from minimm.dist import init_dist
-    init_dist('pytorch', backend='gloo', timeout=60)
+    init_dist('pytorch', backend=backend, timeout=60)
     try:
         result = fn(rank, *args)
         torch.save(result, os.path.join(out_dir, f'rank{rank}.pt'))
@@ -33,9 +29,9 @@ def _worker(rank, world_size, port, out_dir, fn, args):
         torch_dist.destroy_process_group()
 
 
-def run_distributed(fn, tmp_path, *args, world_size: int = 2) -> list:
+def run_distributed(fn, tmp_path, *args, world_size: int = 2, backend: str = 'gloo') -> list:
     out_dir = os.path.join(str(tmp_path), 'dist_results')
     os.makedirs(out_dir, exist_ok=True)
-    mp.spawn(_worker, args=(world_size, free_port(), out_dir, fn, args), nprocs=world_size)
+    mp.spawn(_worker, args=(world_size, free_port(), out_dir, fn, args, backend), nprocs=world_size)
     return [torch.load(os.path.join(out_dir, f'rank{r}.pt'), weights_only=False)
             for r in range(world_size)]

@@ -3,6 +3,7 @@ the decay alias, and native == reference on a small CNN with BatchNorm."""
 import copy
 import functools
 import io
+import os
 import pickle
 
 import pytest
@@ -10,9 +11,12 @@ import torch
 from torch import nn
 
 import minimm.model.averaged_model as averaged_model
+from minimm.hooks import EMAHook
 from minimm.model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                           StochasticWeightAverage)
+from minimm.ops import backend_info
 from minimm.registry import MODELS
+from toy import toy_runner
 
 
 class Scalar(nn.Module):
@@ -128,9 +132,7 @@ def test_update_buffers_averages_floats_and_copies_integers(use_backend):
                                         (MomentumAnnealingEMA, dict(momentum=0.01, gamma=3)),
                                         (StochasticWeightAverage, {})])
 @pytest.mark.parametrize('update_buffers', [False, True])
-def test_native_equals_reference_on_a_cnn(backend, monkeypatch, cls, kwargs, update_buffers):
-    if backend == 'ref':
-        pytest.skip('compares the native plan with the reference')
+def test_native_equals_reference_on_a_cnn(native, monkeypatch, cls, kwargs, update_buffers):
     results = {}
     for name in ('ref', 'native'):
         monkeypatch.setattr(averaged_model, 'EMAPlan', functools.partial(averaged_model.EMAPlan, backend=name))
@@ -252,3 +254,71 @@ def test_conversions_and_reassigned_data_are_followed(use_backend):
         expected = before[name] + 0.5 * (p.double() - before[name])
         torch.testing.assert_close(ema.module.get_parameter(name), expected, rtol=1e-6, atol=1e-7)
     assert torch.equal(ema.module[1].running_mean, model[1].running_mean.double())
+
+
+class Tied(nn.Module):
+    """Two modules sharing one weight (tied embeddings): state_dict() lists it twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(2, 2, bias=False), nn.Linear(2, 2, bias=False)
+        self.b.weight = self.a.weight
+        nn.init.zeros_(self.a.weight)
+
+
+@pytest.mark.parametrize('update_buffers', [False, True])
+@pytest.mark.parametrize('custom_avg_func', [False, True])
+def test_a_tied_weight_is_averaged_once(use_backend, update_buffers, custom_avg_func):
+    """EMA 0, source 1, momentum 0.5: one update gives 0.5 (twice would give 0.75), on the plan
+    and on the per-tensor loop."""
+    model = Tied()
+    ema = (LoopEMA if custom_avg_func else ExponentialMovingAverage)(model, momentum=0.5,
+                                                                    update_buffers=update_buffers)
+    ema.update_parameters(model)  # the first call copies the zeros
+    model.a.weight.data.fill_(1.0)
+    ema.update_parameters(model)
+    assert ema.module.a.weight is ema.module.b.weight
+    assert ema.module.a.weight.tolist() == [[0.5, 0.5], [0.5, 0.5]]
+    assert list(ema.avg_parameters) == ['a.weight']
+    assert ema.backend == ('loop' if custom_avg_func else use_backend)
+
+
+@pytest.mark.filterwarnings('ignore:for .*copying from a non-meta parameter')
+def test_the_counter_sits_with_the_averaged_copy():
+    """steps is made on the module's device (here `meta`, a device without data) and moves with
+    it, and a checkpoint's counter saved on the CPU is loaded onto it."""
+    model = nn.Linear(3, 3, device='meta')
+    ema = ExponentialMovingAverage(model, momentum=0.5)
+    assert ema.steps.device.type == 'meta'
+    assert ema.describe(model).startswith('PyTorch plan (torch._foreach_*) on meta, 2 tensors (0.0 M values)')
+    ema.to_empty(device='cpu')
+    assert ema.steps.device.type == 'cpu'
+    on_meta = ExponentialMovingAverage(nn.Linear(3, 3, device='meta'), momentum=0.5)
+    state = ema.state_dict()
+    on_meta.load_state_dict(state)
+    assert on_meta.steps.device.type == 'meta' and state['steps'].device.type == 'cpu'
+
+
+def test_describe_names_the_path_and_why(use_backend):
+    model = bn_model()
+    ema = ExponentialMovingAverage(model, momentum=0.5)
+    assert ema.backend is None
+    line = ema.describe(model)
+    kind = 'fused native plan' if use_backend == 'native' else 'PyTorch plan (torch._foreach_*)'
+    assert line.startswith(f'{kind} on cpu, 6 tensors (0.0 M values)') and ema.backend == use_backend
+    loop = LoopEMA(model, momentum=0.5)
+    assert loop.describe(model) == 'per-tensor loop (LoopEMA overrides avg_func)' and loop.backend == 'loop'
+    elsewhere = ExponentialMovingAverage(model, momentum=0.5, device='meta')
+    assert elsewhere.describe(model) == "per-tensor loop (tensors on ['cpu'] and the averaged copy's counter on meta)"
+
+
+def test_ema_hook_logs_the_path_at_before_run(tmp_path):
+    """One line at before_run says which path averages the model, here on the CPU."""
+    hook = EMAHook(momentum=0.5)
+    runner = toy_runner(tmp_path, max_=1, val=False, custom_hooks=[hook])
+    runner.train()
+    with open(os.path.join(runner.log_dir, f'{runner.timestamp}.log')) as f:
+        log = f.read()
+    kind = 'fused native plan' if backend_info()['cpu']['backend'] == 'native' else 'PyTorch plan (torch._foreach_*)'
+    assert f'EMA: {kind} on cpu, 4 tensors (0.0 M values)' in log
+    assert hook.ema_model.backend == ('native' if kind == 'fused native plan' else 'ref')

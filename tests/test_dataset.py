@@ -5,13 +5,10 @@ arguments: minimm must reproduce them exactly, so runs here and there see the sa
 """
 import collections
 import itertools
-import os
 
 import numpy as np
 import pytest
 import torch
-import torch.distributed as torch_dist
-import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, Dataset
 
 import minimm.dataset.sampler as sampler_module
@@ -20,7 +17,7 @@ from minimm.dataset import (DefaultSampler, DigitsDataset, InfiniteSampler, buil
 from minimm.randomness import set_random_seed, sync_random_seed
 from minimm.registry import DATA_SAMPLERS, DATASETS, FUNCTIONS
 
-from dist_utils import free_port
+from dist_utils import run_distributed
 
 
 @pytest.fixture
@@ -147,22 +144,15 @@ def test_set_random_seed_rejects_non_int():
         set_random_seed('0')
 
 
-def _sync_seed_worker(rank, world, port, out_dir):
-    torch_dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',
-                                  rank=rank, world_size=world)
-    try:
-        np.random.seed(100 + rank)  # each rank would draw a different number on its own
-        seed = sync_random_seed()
-        indices = list(DefaultSampler(list(range(9))))  # seed None: must still agree across ranks
-        with open(os.path.join(out_dir, f'{rank}.txt'), 'w') as f:
-            f.write(repr((seed, indices)))
-    finally:
-        torch_dist.destroy_process_group()
+def _sync_seed_worker(rank):
+    np.random.seed(100 + rank)  # each rank would draw a different number on its own
+    seed = sync_random_seed()
+    indices = list(DefaultSampler(list(range(9))))  # seed None: must still agree across ranks
+    return seed, indices
 
 
 def test_sync_random_seed_broadcasts_rank0_seed(tmp_path):
-    mp.spawn(_sync_seed_worker, args=(2, free_port(), str(tmp_path)), nprocs=2)
-    (seed0, idx0), (seed1, idx1) = [eval((tmp_path / f'{r}.txt').read_text()) for r in range(2)]
+    (seed0, idx0), (seed1, idx1) = run_distributed(_sync_seed_worker, tmp_path)
     np.random.seed(100)
     assert seed0 == seed1 == int(np.random.randint(2**31))
     # Both ranks shuffled with the same seed: together they cover all 9 samples, plus one pad.

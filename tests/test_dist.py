@@ -29,12 +29,16 @@ def _tensor_checks(rank):
         out[f'all_reduce_{op}'] = (f, i)
 
     def tensors():
-        return [torch.tensor([rank + 1.0, 2.0 * rank]),               # float32
+        tied = torch.tensor([rank + 1.0, 2.0 * rank])
+        return [tied,                                                 # float32
                 torch.tensor([[10.0 * rank]], dtype=torch.float64),   # float64
                 torch.tensor(1 if rank == 0 else 4),                  # int64, counts differ
                 torch.tensor([3, -3]),                                # int64, equal counts
                 torch.full((300_000, ), float(rank)),                 # 1.2 MB float32
-                torch.tensor([rank] * 3, dtype=torch.int32)]
+                torch.tensor([rank] * 3, dtype=torch.int32),
+                torch.tensor([[rank, 10.0], [0.0, 0.0]]).t(),         # transposed
+                torch.full((1, 3, 2, 2), rank + 1.0).to(memory_format=torch.channels_last),
+                tied]                                                 # a second name: reduced once
 
     for name, kwargs in [('coalesced', {}), ('per_tensor', dict(coalesce=False)),
                          ('bucketed', dict(bucket_size_mb=1))]:
@@ -123,9 +127,9 @@ def test_broadcast_and_all_reduce(ranks):
 @pytest.mark.parametrize('mode', ['coalesced', 'per_tensor', 'bucketed'])
 def test_all_reduce_params(ranks, mode):
     expected = {
-        'sum': [[3.0, 2.0], [[10.0]], 5, [6, -6], 1.0, [1, 1, 1]],
-        'mean': [[1.5, 1.0], [[5.0]], 3, [3, -3], 0.5, [1, 1, 1]],  # int32 0 and 1 -> 0.5 -> 1
-    }
+        'sum': [[3.0, 2.0], [[10.0]], 5, [6, -6], 1.0, [1, 1, 1], [[1.0, 0.0], [20.0, 0.0]], 3.0],
+        'mean': [[1.5, 1.0], [[5.0]], 3, [3, -3], 0.5, [1, 1, 1], [[0.5, 0.0], [10.0, 0.0]], 1.5],
+    }  # int32 0 and 1 -> 0.5 -> 1; the tied tensor (entries 0 and 8) is summed once
     for r in ranks:
         for op, values in expected.items():
             got = r['tensors'][f'params_{mode}_{op}']
@@ -135,6 +139,9 @@ def test_all_reduce_params(ranks, mode):
             assert got[3].tolist() == values[3]
             assert torch.all(got[4] == values[4])
             assert got[5].tolist() == values[5] and got[5].dtype == torch.int32
+            assert got[6].tolist() == values[6] and got[6].stride() == (1, 2)
+            assert torch.all(got[7] == values[7]) and got[7].is_contiguous(memory_format=torch.channels_last)
+            assert torch.equal(got[8], got[0])
 
 
 def test_collect_results_interleaves_ranks_on_rank0(ranks):

@@ -1,16 +1,13 @@
 """BaseMetric/Evaluator/Accuracy: exact percentages, prefixes, padding cut-off, 2-rank gathering."""
-import os
 
 import pytest
 import torch
-import torch.distributed as torch_dist
-import torch.multiprocessing as mp
 
 from minimm.evaluator import Accuracy, BaseMetric, Evaluator, collect_results
 from minimm.logging import MMLogger
 from minimm.registry import METRICS
 
-from dist_utils import free_port
+from dist_utils import run_distributed
 
 
 class CountMetric(BaseMetric):
@@ -97,21 +94,15 @@ def test_collect_results_without_distributed_truncates():
     assert collect_results([1, 2, 3], 2) == [1, 2]
 
 
-def _two_rank_worker(rank, port, out_dir):
-    torch_dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank,
-                                  world_size=2)
-    try:
-        metric = CountMetric()
-        # A DistributedSampler over 5 samples on 2 ranks deals 0,2,4 / 1,3,0(padding).
-        metric.process(None, [0, 2, 4] if rank == 0 else [1, 3, 0])
-        result = metric.evaluate(5)
-        torch.save(result, os.path.join(out_dir, f'rank{rank}.pt'))
-    finally:
-        torch_dist.destroy_process_group()
+def _two_rank_evaluate(rank):
+    metric = CountMetric()
+    # A DistributedSampler over 5 samples on 2 ranks deals 0,2,4 / 1,3,0(padding).
+    metric.process(None, [0, 2, 4] if rank == 0 else [1, 3, 0])
+    return metric.evaluate(5)
 
 
 def test_two_ranks_gather_in_sampler_order_and_share_the_result(tmp_path):
-    mp.spawn(_two_rank_worker, args=(free_port(), str(tmp_path)), nprocs=2)
+    results = run_distributed(_two_rank_evaluate, tmp_path)
     expected = {'count/n': 5, 'count/order': [0, 1, 2, 3, 4]}
     for rank in (0, 1):
-        assert torch.load(tmp_path / f'rank{rank}.pt') == expected
+        assert results[rank] == expected

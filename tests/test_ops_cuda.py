@@ -1,11 +1,15 @@
-"""The CUDA kernels: native == reference, no host synchronisation in a plan step, CUDA graphs.
+"""The CUDA kernels: native == reference, no host synchronisation in a plan step, CUDA graphs,
+opcheck, layouts, tied tensors and device mismatches.
 
 Skipped without a GPU with native CUDA kernels; tests/gpu_check.sh runs them on a GPU machine."""
 import pytest
 import torch
+from torch.library import opcheck
 
 from minimm.ops import EMAPlan, PackPlan, backend_info, ema_update_, ema_update_ref, pack, pack_ref, unpack_, \
     unpack_ref
+from test_ops_schema import opcheck_cases
+from toy import random_tensor
 
 if not torch.cuda.is_available():
     pytest.skip('no CUDA device', allow_module_level=True)
@@ -19,10 +23,7 @@ PAIRS = [(torch.float32, torch.float32), (torch.float64, torch.float64), (torch.
 
 
 def make(shape, dtype, seed):
-    g = torch.Generator(device=CUDA).manual_seed(seed)
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g, device=CUDA, dtype=torch.float32).to(dtype)
-    return torch.randint(0, 100, shape, generator=g, device=CUDA).to(dtype)
+    return random_tensor(shape, dtype, seed, CUDA)
 
 
 def random_lists(seed, count):
@@ -103,3 +104,60 @@ def test_pack_and_unpack_equal_reference(scale):
     assert all(torch.equal(a, b) for a, b in zip(plan.pack(), expected))
     plan.unpack_(scale)
     assert all(torch.equal(a, b) for a, b in zip(tensors, want))
+
+
+def test_opcheck_the_list_ops_on_cuda():
+    for op, args in opcheck_cases('cuda'):
+        assert set(opcheck(op, args).values()) == {'SUCCESS'}, op
+
+
+def test_pack_slices_are_16_byte_aligned_and_padding_is_zero():
+    tensors = [make((n,), torch.float16, n) for n in (3, 1, 9, 8)]
+    (flat,) = pack(tensors)
+    assert flat.data_ptr() % 16 == 0 and flat.numel() == 8 + 8 + 16 + 8
+    assert torch.equal(flat[3:8].cpu(), torch.zeros(5, dtype=torch.float16))
+    assert torch.equal(flat, pack_ref(tensors)[0])
+
+
+def test_any_layout_and_tied_tensors():
+    ema = torch.zeros(4, 6, device=CUDA)[:, ::2]
+    src = torch.arange(12.0, device=CUDA).view(3, 4).t()
+    ema_update_([ema], [src], 0.5)
+    assert torch.equal(ema, src * 0.5)
+    tied = torch.zeros(3, device=CUDA)
+    plan = EMAPlan([tied, tied], [torch.ones(3, device=CUDA)] * 2, rule='ema', momentum=0.5)
+    plan.step(torch.ones((), dtype=torch.long, device=CUDA))
+    assert tied.tolist() == [0.5] * 3
+    targets = [torch.zeros(3, 4, device=CUDA).t()]
+    unpack_(pack([src]), targets, 0.5)
+    assert torch.equal(targets[0], src * 0.5)
+
+
+def test_device_mismatches_are_value_errors_before_any_kernel():
+    with pytest.raises(ValueError, match='weight tensor is on cuda'):
+        ema_update_([torch.zeros(2)], [torch.ones(2)], torch.tensor(0.5, device=CUDA))
+    with pytest.raises(ValueError, match='share a device'):
+        ema_update_([torch.zeros(2, device=CUDA)], [torch.ones(2)], 0.5)
+    with pytest.raises(ValueError, match='share a device'):
+        torch.ops.minimm.ema_update_([torch.zeros(2)], [torch.ones(2, device=CUDA)], None, 0.5)
+    plan = EMAPlan([torch.zeros(2, device=CUDA)], [torch.ones(2, device=CUDA)])
+    with pytest.raises(ValueError, match='int64 tensor on cuda'):
+        plan.step(torch.tensor(0))
+
+
+def test_a_replayed_graph_after_a_moved_tensor_fails_loudly_at_the_next_step():
+    src = torch.nn.Parameter(torch.ones(4, device=CUDA))
+    ema = torch.zeros(4, device=CUDA)
+    plan = EMAPlan([ema], [src], rule='ema', momentum=0.5)
+    steps = torch.ones((), dtype=torch.long, device=CUDA)
+    plan.step(steps)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.step(steps)
+    graph.replay()
+    src.data = torch.full((4,), 3.0, device=CUDA)
+    with pytest.raises(RuntimeError, match='capture the graph again'):
+        plan.step(steps)
+    plan.step(steps)  # said once: the plan follows the new tensor from here
+    torch.cuda.synchronize()
+    assert int(steps) == 4 and torch.equal(ema, torch.full((4,), 1.875, device=CUDA))  # 0.5, 0.75, 1.875

@@ -1,4 +1,5 @@
-"""A toy model, dataset and metric shared by the runner tests (deterministic, tiny, fast)."""
+"""A toy model, dataset and metric shared by the runner tests (deterministic, tiny, fast), and the
+random tensors of the ops tests."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -126,3 +127,14 @@ def toy_runner(tmp_path, by_epoch=True, max_=2, custom_hooks=(), val=True, **kwa
     return Runner(model=ToyModel(), work_dir=str(tmp_path), train_cfg=train_cfg,
                   custom_hooks=list(custom_hooks), randomness=dict(seed=0), **val_kwargs,
                   **kwargs)
+
+
+def random_tensor(shape, dtype, seed, device='cpu'):
+    """A reproducible tensor for the ops tests: standard normal values rounded to ``dtype`` for
+    floating dtypes, integers in [-1000, 1000) (wrapped for uint8, nonzero for bool) otherwise."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        values = torch.randn(shape, generator=g, dtype=torch.float64)
+    else:
+        values = torch.randint(-1000, 1000, shape, generator=g)
+    return values.to(device=device, dtype=dtype)

@@ -18,8 +18,9 @@ values; ``resnet50``, the 161 parameter tensors of ResNet-50 (25.6 M values). Th
 ``train_step`` is a stand-in for an optimizer step (every parameter is scaled in place), so each
 hook reads freshly written weights, as after a real step.
 
-On a GPU the hook calls are timed without synchronising, so there the numbers are launch costs,
-not kernel times. Methods run in alternating rounds; each cell is the median over rounds of the per-round median.
+On a GPU each hook call is timed between two synchronisations, so the numbers include the
+kernels. Methods run in alternating rounds; each cell is the median over rounds of the per-round
+median.
 Columns as ``minimm bench ema``: ms per iteration, GB/s of the 12 bytes per value, the time as a
 multiple of the limit, and the speed-up over ``per-tensor``. Absolute numbers depend on the
 machine; read the ratios.
@@ -39,7 +40,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ..hooks import EMAHook, Hook
 from ..model import BaseModel
-from .ema import WORKLOADS, add_output_options, numel, print_table, start
+from .common import WORKLOADS, add_output_options, numel, print_table, start
 
 MOMENTUM = 0.0002
 WARMUP_ITERS = 3
@@ -110,8 +111,12 @@ def _time_hook_in_runner(model: nn.Module, hook: Hook, iters: int, work_dir: str
     inner = hook.after_train_iter
 
     def timed(runner, **kwargs):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         start = time.perf_counter()
         inner(runner, **kwargs)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         samples.append(time.perf_counter() - start)
 
     # An instance attribute: the Runner dispatches to it like to the class's method.
@@ -127,7 +132,7 @@ def _time_hook_in_runner(model: nn.Module, hook: Hook, iters: int, work_dir: str
 
 
 def bench_workload(name: str, iters: int, rounds: int) -> List[dict]:
-    shapes = WORKLOADS[name]()
+    shapes = WORKLOADS[name].shapes()
     torch.manual_seed(0)
     model = _ShapesModel(shapes)
     times: Dict[str, List[float]] = {method: [] for method in METHODS}
@@ -148,7 +153,7 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser = argparse.ArgumentParser(prog='minimm bench ema-hook',
                                      description=__doc__.split('\n\n')[0])
     parser.add_argument('--workloads', nargs='+', default=['small', 'resnet50'],
-                        choices=list(WORKLOADS))
+                        choices=[name for name, w in WORKLOADS.items() if w.dtype == torch.float32])
     parser.add_argument('--iters', type=int, default=None,
                         help='timed iterations per run (default: 200 for small, 20 otherwise)')
     parser.add_argument('--rounds', type=int, default=3, help='alternating runs per method')

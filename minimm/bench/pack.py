@@ -19,14 +19,15 @@ already-packed flat tensors (the floor: the collectives alone).
 import argparse
 import json
 import os
-import socket
 from typing import Callable, Dict, List, Optional
 
 import torch
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from minimm.bench.ema import WORKLOADS, add_output_options, median_times, print_table, start
+from minimm.dist import free_port
 from minimm.ops import PackPlan
+
+from .common import WORKLOADS, add_output_options, median_times, print_table, start
 
 
 def resnet50_bn_buffers(device: torch.device) -> List[torch.Tensor]:
@@ -43,7 +44,8 @@ def resnet50_bn_buffers(device: torch.device) -> List[torch.Tensor]:
 def workload_tensors(name: str, device: torch.device) -> List[torch.Tensor]:
     if name == 'resnet50_bn':
         return resnet50_bn_buffers(device)
-    return [torch.randn(shape, device=device) for shape in WORKLOADS[name]()]
+    shapes, dtype = WORKLOADS[name]
+    return [torch.randn(shape, device=device).to(dtype) for shape in shapes()]
 
 
 def bench_workload(name: str, device: torch.device, rounds: int, scale: float) -> List[dict]:
@@ -94,12 +96,6 @@ def bench_workload(name: str, device: torch.device, rounds: int, scale: float) -
 
 # ---- --dist: 2 gloo processes ---------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _dist_worker(rank: int, world_size: int, port: int, rounds: int, results: dict) -> None:
     import torch.distributed as dist
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
@@ -137,7 +133,7 @@ def bench_dist(rounds: int) -> List[dict]:
     import torch.multiprocessing as mp
     with mp.Manager() as manager:
         results = manager.dict()
-        mp.spawn(_dist_worker, args=(2, _free_port(), rounds, results), nprocs=2, join=True)
+        mp.spawn(_dist_worker, args=(2, free_port(), rounds, results), nprocs=2, join=True)
         times = dict(results)
     floor = times['one_prepacked']
     return [dict(workload='resnet50_bn_allreduce', tensors=159, method=m, ms=t * 1e3, x_floor=t / floor)

@@ -2,6 +2,6 @@
 collectives (with packed buffer all-reduce) and gathering evaluation results."""
 from .collect import collect_results
 from .collectives import all_reduce, all_reduce_params, broadcast
-from .launch import destroy_dist, init_dist
+from .launch import destroy_dist, free_port, init_dist
 from .utils import (barrier, get_dist_info, get_rank, get_world_size, is_distributed,
                     is_main_process, master_only)

@@ -2,14 +2,16 @@
 
 Every function here works in place, and does nothing when the run is not distributed (or has one
 process), so hooks and metrics call them unconditionally. Each moves the data to the device the
-backend communicates on (CUDA for NCCL, CPU for gloo) and back, as MMEngine's do.
+backend communicates on (CUDA for NCCL, CPU for gloo) and back, as MMEngine's do, and stages a
+tensor of another layout (a transposed or channels_last weight) through a contiguous copy, which
+the backends need.
 
 * :func:`broadcast` — rank ``src``'s tensor to everyone (initial weights, the shared timestamp).
 * :func:`all_reduce` — sum or mean of one tensor over the ranks.
 * :func:`all_reduce_params` — the same for many tensors (a model's buffers) with **one all-reduce
   per dtype**: :func:`minimm.ops.pack` gathers each dtype's tensors into one flat tensor, the flat
   tensor is all-reduced, and :func:`minimm.ops.unpack_` scatters it back with the ``1/world_size``
-  of a mean fused into the copy.
+  of a mean fused into the copy. A tensor listed twice (tied weights) is reduced once.
 
 **Integer tensors and 'mean'** (BatchNorm's ``num_batches_tracked``): the sum is computed exactly
 in integer arithmetic, then divided by the world size **rounding to the nearest integer, halves
@@ -50,22 +52,29 @@ def _integer_mean_(total: Tensor, world_size: int) -> Tensor:
     return total.add_(world_size // 2).floor_divide_(world_size)
 
 
+def _staged(data: Tensor) -> Tensor:
+    """``data`` itself when the backend can use it in place, else a contiguous copy on the
+    communication device."""
+    device = _comm_device()
+    if data.device == device and data.is_contiguous():
+        return data
+    return data.to(device, memory_format=torch.contiguous_format)
+
+
 def broadcast(data: Tensor, src: int = 0) -> None:
     """Overwrite ``data`` on every rank with rank ``src``'s ``data``."""
     if get_world_size() == 1:
         return
-    device = _comm_device()
-    on_device = data if data.device == device else data.to(device)
+    on_device = _staged(data)
     torch_dist.broadcast(on_device, src)
     if on_device is not data:
         data.copy_(on_device)
 
 
 def _all_reduce_sum(data: Tensor) -> Tensor:
-    """``data`` summed over the ranks, on the communication device (``data`` itself if it is
-    already there)."""
-    device = _comm_device()
-    on_device = data if data.device == device else data.to(device)
+    """``data`` summed over the ranks, on the communication device (``data`` itself if it can be
+    used in place)."""
+    on_device = _staged(data)
     torch_dist.all_reduce(on_device, torch_dist.ReduceOp.SUM)
     return on_device
 
@@ -130,7 +139,7 @@ def all_reduce_params(params: Iterable[Tensor], coalesce: bool = True, bucket_si
     world_size = get_world_size()
     if world_size == 1:
         return
-    tensors = [p.data for p in params]
+    tensors = ops.distinct([p.data for p in params])
     if op == 'mean' and any(t.dtype == torch.bool for t in tensors):
         raise ValueError('all_reduce_params: bool tensors cannot be averaged')
     if not coalesce:

@@ -16,6 +16,7 @@ DeepSpeed initialisation.
 import datetime
 import logging
 import os
+import socket
 from typing import Optional
 
 import torch
@@ -33,6 +34,13 @@ def _pick_backend(backend: Optional[str]) -> str:
                   logger='current', level=logging.INFO)
         return 'gloo'
     return backend
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now, for ``MASTER_PORT`` of a run on one machine."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
 
 
 def init_dist(launcher: str, backend: Optional[str] = None, **kwargs) -> None:

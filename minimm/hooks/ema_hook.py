@@ -85,6 +85,7 @@ class EMAHook(Hook):
     def before_run(self, runner) -> None:
         self.src_model = unwrap_model(runner.model)
         self.ema_model = MODELS.build(self.ema_cfg, default_args=dict(model=self.src_model))
+        runner.logger.info(f'EMA: {self.ema_model.describe(self.src_model)}')
 
     def before_train(self, runner) -> None:
         if self.enabled_by_epoch and self.begin_epoch > runner.max_epochs:

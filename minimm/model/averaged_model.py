@@ -1,10 +1,12 @@
 """Averaged models: a copy of a model whose weights are a running average of the model's weights.
 
-This file teaches MMEngine's three averaging rules and the one bookkeeping they share
-(``mmengine/model/averaged_model.py``; REFERENCE.md §2.1):
+This file teaches MMEngine's three averaging rules and the one bookkeeping they share, as
+MMEngine 0.10's ``BaseAveragedModel`` and its subclasses:
 
 * the averaged copy is ``self.module`` (a deep copy, ``requires_grad`` off) and the call counter is
-  the int64 buffer ``steps``, so a state dict has the keys ``steps`` and ``module.<name>``;
+  the int64 buffer ``steps``, so a state dict has the keys ``steps`` and ``module.<name>``; the
+  counter lives on the averaged copy's device (MMEngine puts it on ``device``, the CPU by default),
+  moves with it on ``.to()``, and a checkpoint's counter is copied onto it when loaded;
 * ``update_parameters(model)`` is one step: the first call (``steps == 0``) copies every entry;
   afterwards every ``interval``-th call (counted *before* incrementing) averages; the momentum is
   not rescaled for ``interval > 1``;
@@ -19,7 +21,10 @@ Differences from MMEngine, on purpose:
 * The step is not a Python loop over tensors: the built-in rules run as one
   :class:`minimm.ops.EMAPlan` call (native C++/CUDA when available, else its PyTorch twin,
   with bit-identical results). A subclass that overrides ``avg_func`` gets MMEngine's per-tensor
-  loop instead, so custom rules keep working.
+  loop instead, so custom rules keep working. :attr:`backend` and :meth:`describe` say which
+  path runs (EMAHook logs it).
+* A tensor with two names (tied weights, listed twice by ``state_dict()``) is averaged once;
+  MMEngine averages it once per name.
 * Integer buffers (BatchNorm's ``num_batches_tracked``) with ``update_buffers=True`` are *copied*
   on every averaging call; MMEngine copies them on the first call and then silently freezes them.
 * The arithmetic is ``avg + m * (src - avg)`` with three roundings instead of ``lerp_``: equal to
@@ -32,6 +37,7 @@ buffer), so ``load_state_dict`` copies into them in place as usual. The plan fol
 replaces buffer objects) is not seen: build the averaged model after moving the model, as
 EMAHook does in ``before_run``.
 """
+import itertools
 import warnings
 import weakref
 from copy import deepcopy
@@ -40,7 +46,8 @@ from typing import Dict, Optional
 import torch
 from torch import Tensor, nn
 
-from minimm.ops import EMAPlan, averaging_weight, ema_update_ref
+from minimm.ops import EMAPlan, averaging_weight, backend_info, ema_update_ref
+from minimm.ops.aliases import first_names
 from minimm.ops.ema import copy_ref
 from minimm.registry import MODELS
 
@@ -70,10 +77,14 @@ class BaseAveragedModel(nn.Module):
         self.interval = interval
         if device is not None:
             self.module = self.module.to(device)
+        else:  # the counter sits with the averaged copy, which a plan step updates on its device
+            device = next(itertools.chain(self.module.parameters(), self.module.buffers()),
+                          torch.empty(0)).device
         self.register_buffer('steps', torch.tensor(0, dtype=torch.long, device=device))
         self.update_buffers = update_buffers
         self._plan: Optional[EMAPlan] = None
         self._plan_source = None
+        self._loop_reason: Optional[str] = None
 
     @property
     def avg_parameters(self) -> Dict[str, Tensor]:
@@ -83,12 +94,14 @@ class BaseAveragedModel(nn.Module):
     def _averaged_entries(self, module: nn.Module) -> Dict[str, Tensor]:
         """MMEngine's choice of entries, ``state_dict()`` with ``update_buffers`` and
         ``named_parameters()`` without, as the module's own tensors rather than detached aliases,
-        so that the plan follows a ``param.data = ...`` reassignment."""
+        so that the plan follows a ``param.data = ...`` reassignment; the first name of a tensor
+        with several (tied weights) only."""
         if not self.update_buffers:
             return dict(module.named_parameters())
         tensors = dict(module.named_parameters())
         tensors.update(module.named_buffers())
-        return {name: tensors.get(name, value) for name, value in module.state_dict().items()}
+        entries = [(name, tensors.get(name, value)) for name, value in module.state_dict().items()]
+        return dict(entries[i] for i in first_names([t for _, t in entries]))
 
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
         """Average ``source_param`` into ``averaged_param`` in place at call count ``steps``."""
@@ -121,10 +134,12 @@ class BaseAveragedModel(nn.Module):
 
     def _plan_for(self, model: nn.Module) -> Optional[EMAPlan]:
         """The plan averaging ``model`` into ``self.module``, built on first use and rebuilt for
-        another model or after a conversion; None when the per-tensor loop must run instead."""
+        another model or after a conversion; None (with ``_loop_reason`` set) when the per-tensor
+        loop must run instead."""
         rule = next((cls.__dict__.get('plan_rule') for cls in type(self).__mro__ if 'avg_func' in cls.__dict__),
                     None)
         if rule is None:
+            self._loop_reason = f'{type(self).__name__} overrides avg_func'
             return None
         if self._plan is not None and self._plan_source() is model:
             return self._plan
@@ -133,12 +148,39 @@ class BaseAveragedModel(nn.Module):
         ema, source = list(averaged.values()), [src[name] for name in averaged]
         mirror_ema = [] if self.update_buffers else list(self.module.buffers())
         mirror_src = [] if self.update_buffers else list(model.buffers())
-        if any(t.device != self.steps.device for t in source + mirror_src + ema + mirror_ema):
-            return None  # the averaged copy lives elsewhere: the loop moves each tensor
+        devices = {str(t.device) for t in source + mirror_src + ema + mirror_ema} - {str(self.steps.device)}
+        if devices:
+            self._plan, self._loop_reason = None, (f'tensors on {sorted(devices)} and the averaged copy\'s '
+                                                   f'counter on {self.steps.device}')
+            return None
         self._plan = EMAPlan(ema, source, mirror_ema, mirror_src, rule=rule, momentum=getattr(self, 'momentum', 0.0),
                              gamma=float(getattr(self, 'gamma', 100.0)), interval=self.interval)
         self._plan_source = weakref.ref(model)
+        self._loop_reason = None
         return self._plan
+
+    @property
+    def backend(self) -> Optional[str]:
+        """How the last update ran (or :meth:`describe` would run one): ``'native'`` (the fused
+        C++/CUDA plan), ``'ref'`` (the plan's PyTorch twin), ``'loop'`` (MMEngine's per-tensor
+        loop); None before either was called."""
+        if self._plan is not None:
+            return self._plan.backend
+        return 'loop' if self._loop_reason else None
+
+    def describe(self, model: nn.Module) -> str:
+        """One line saying how :meth:`update_parameters` averages ``model``, e.g.
+        ``fused native plan on cuda:0, 161 tensors (25.6 M values)``, or why it falls back."""
+        plan = self._plan_for(model)
+        if plan is None:
+            return f'per-tensor loop ({self._loop_reason})'
+        values = sum(t.numel() for t in plan.ema + plan.mirror_ema)
+        where = f'on {plan.device}, {len(plan.ema)} tensors ({values / 1e6:.1f} M values)'
+        if plan.backend == 'native':
+            return f'fused native plan {where}'
+        info = backend_info().get(plan.device.type, {'backend': 'fallback', 'reason': 'no native kernels for it'})
+        reason = "backend='ref' was asked for" if info['backend'] == 'native' else info['reason']
+        return f'PyTorch plan (torch._foreach_*) {where}; native kernels not used: {reason}'
 
     @torch.no_grad()
     def update_parameters(self, model: nn.Module) -> None:

@@ -24,6 +24,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from .aliases import first_names
 from .loader import native_for
 
 # The averaging rules; the numbers match RuleKind in csrc/minimm_ops.h.
@@ -51,16 +52,43 @@ def _accumulate_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _check_pairs(name: str, ema: Sequence[Tensor], src: Sequence[Tensor]) -> None:
+    """The checks every backend makes, with the same error type (ValueError) and message."""
     if len(ema) != len(src):
         raise ValueError(f'{name}: got {len(ema)} EMA tensors but {len(src)} source tensors')
+    device = (list(ema) or list(src) or [None])[0]
+    device = device.device if device is not None else None
     for i, (e, s) in enumerate(zip(ema, src)):
         if e.shape != s.shape:
             raise ValueError(f'{name}: pair {i} has shapes {tuple(e.shape)} and {tuple(s.shape)}')
-        if e.device != s.device:
-            raise ValueError(f'{name}: pair {i} is on {e.device} and {s.device}')
+        for t in (e, s):
+            if t.device != device:
+                raise ValueError(f'{name}: pair {i} has a tensor on {t.device} but pair 0 is on {device}; all '
+                                 'tensors of one call must share a device')
+            if t.is_complex():
+                raise ValueError(f'{name}: tensor {i} is complex, which is not supported')
         if e.dtype != s.dtype and not (e.is_floating_point() and s.is_floating_point()):
             raise ValueError(f'{name}: pair {i} has dtypes {e.dtype} and {s.dtype}; only floating pairs may '
                              'differ in dtype (non-floating pairs are copied)')
+
+
+def _dense(t: Tensor) -> bool:
+    """``TensorImpl::is_non_overlapping_and_dense``: the elements fill one block of memory, in
+    some order of the dimensions (contiguous, channels_last, a transpose...)."""
+    expected = 1
+    for d in sorted((d for d in range(t.dim()) if t.size(d) >= 2), key=t.stride):
+        if t.stride(d) != expected:
+            return False
+        expected *= t.size(d)
+    return True
+
+
+def check_layouts(name: str, ema: Sequence[Tensor], src: Sequence[Tensor]) -> None:
+    """A plan's pairs must be dense with equal strides (its kernels walk both sides as one flat
+    block); the list op :func:`ema_update_` instead stages other pairs through contiguous copies."""
+    for i, (e, s) in enumerate(zip(ema, src)):
+        if not ((e.is_contiguous() and s.is_contiguous()) or (e.stride() == s.stride() and _dense(e))):
+            raise ValueError(f'{name}: pair {i} is not dense with equal strides (strides {e.stride()} and '
+                             f'{s.stride()}); make both sides contiguous, or give both the same memory format')
 
 
 def copy_ref(dst: Sequence[Tensor], src: Sequence[Tensor]) -> None:
@@ -99,12 +127,19 @@ def ema_update_(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[floa
         ema: the tensors updated in place (fp32/fp64/fp16/bf16 or integer).
         src: the new values, same shapes; a floating pair may mix dtypes (fp32 EMA, fp16 source).
         weight: the weight of the new value (MMEngine's momentum), a Python float or a 0-dim
-            tensor on the tensors' device (read by the kernel, no host synchronisation).
+            tensor on the tensors' device (read by the kernel, no host synchronisation) or on the CPU.
+
+    Any layout works: the kernels stage a pair that is not dense with equal strides through
+    contiguous copies. Tensors on several devices, or a weight tensor on another GPU, are a
+    ValueError before any kernel is chosen.
     """
     ema, src = list(ema), list(src)
     if not ema and not src:
         return
     device = (ema or src)[0].device
+    if isinstance(weight, Tensor) and weight.device != device and weight.device.type != 'cpu':
+        raise ValueError(f'ema_update_: the weight tensor is on {weight.device} but the tensors on {device}; '
+                         'give it on their device or on the CPU')
     if not native_for(device):
         return ema_update_ref(ema, src, weight)
     if isinstance(weight, Tensor):
@@ -127,7 +162,15 @@ class EMAPlan:
             available for the tensors' device.
 
     The tensors must stay the same objects; a step re-reads their data pointers, so assigning
-    ``param.data`` keeps working, but a changed shape, dtype or device is an error.
+    ``param.data`` keeps working, but a changed shape, dtype, device or layout is an error (a
+    ValueError, on every backend). A tensor listed twice (two names of one tied weight, see
+    :mod:`minimm.ops.aliases`) is updated once. Each pair must be dense with equal strides.
+
+    CUDA graphs: a native step captured in a graph replays the raw pointers of that moment, since
+    a replay runs no host code. The plan keeps the captured memory alive, so a replay never writes
+    freed memory; but after a tensor is re-pointed (``param.data = x``, ``.to()``) a replay keeps
+    updating the old memory. The next :meth:`step` outside the graph then raises once, saying to
+    capture the graph again.
     """
 
     def __init__(self, ema: Sequence[Tensor], src: Sequence[Tensor], mirror_ema: Sequence[Tensor] = (),
@@ -141,10 +184,12 @@ class EMAPlan:
             raise ValueError(f'EMAPlan: gamma must be > 0, got {gamma!r}')
         if backend not in (None, 'native', 'ref'):
             raise ValueError(f"EMAPlan: backend must be 'native', 'ref' or None, got {backend!r}")
-        self.ema, self.src = list(ema), list(src)
-        self.mirror_ema, self.mirror_src = list(mirror_ema), list(mirror_src)
-        _check_pairs('EMAPlan', self.ema, self.src)
-        _check_pairs('EMAPlan (mirrored)', self.mirror_ema, self.mirror_src)
+        ema, src, mirror_ema, mirror_src = list(ema), list(src), list(mirror_ema), list(mirror_src)
+        _check_pairs('EMAPlan', ema + mirror_ema, src + mirror_src)
+        keep, keep_mirror = first_names(ema), first_names(mirror_ema)
+        self.ema, self.src = [ema[i] for i in keep], [src[i] for i in keep]
+        self.mirror_ema, self.mirror_src = [mirror_ema[i] for i in keep_mirror], [mirror_src[i] for i in keep_mirror]
+        check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
         self.rule, self.momentum, self.gamma, self.interval = rule, float(momentum), float(gamma), interval
         first = (self.ema or self.mirror_ema or [torch.empty(0)])[0]
         self.device = first.device
@@ -162,9 +207,15 @@ class EMAPlan:
     def step(self, steps: Tensor) -> None:
         """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device,
         read before and incremented after (as MMEngine's ``steps`` buffer)."""
+        if steps.device != self.device or steps.dtype != torch.long or steps.numel() != 1:
+            raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on {self.device}, got '
+                             f'{steps.dtype} with {steps.numel()} elements on {steps.device}')
         if self._native is not None:
             self._native.step(steps)
             return
+        # What the native plan checks when a tensor was re-pointed: the same error on both backends.
+        _check_pairs('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
+        check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
         count = int(steps)  # a host read: the reference twin decides in Python
         if count == 0:
             copy_ref(self.ema, self.src)

@@ -36,6 +36,7 @@ REPO_DIR = os.path.dirname(PACKAGE_DIR)
 CSRC_DIR = os.path.join(REPO_DIR, 'csrc')
 CPU_SOURCES = ['registration.cpp', 'cpu_kernels.cpp']
 CUDA_SOURCES = ['cuda_kernels.cu']
+HEADERS = ['minimm_ops.h', 'multi_tensor_apply.cuh']  # a change to one rebuilds the JIT module
 # -ffp-contract=off: the kernels must round `ema + w * (src - ema)` exactly as the PyTorch twins
 # do (three roundings); a fused multiply-add would change the last bit on some machines.
 CXX_FLAGS = ['-O3', '-ffp-contract=off', '-fopenmp']
@@ -125,7 +126,8 @@ def _jit_build(with_cuda: bool) -> str:
     directory = _build_directory(name)
     settings = build_settings(with_cuda)
     library = os.path.join(directory, name + '.so')
-    newest_source = max(os.path.getmtime(s) for s in settings['sources'] + [os.path.join(CSRC_DIR, 'minimm_ops.h')])
+    headers = [os.path.join(CSRC_DIR, name) for name in HEADERS]
+    newest_source = max(os.path.getmtime(s) for s in settings['sources'] + headers)
     if not os.path.exists(library) or os.path.getmtime(library) < newest_source:
         print(f'minimm: compiling the native ops into {directory} (first use; this takes 10-20 seconds'
               f'{", more with CUDA" if with_cuda else ""})', flush=True)
@@ -171,6 +173,8 @@ def _decide() -> _Decision:
             raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
         warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
         return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
+    from . import fake  # not at the top: fake imports the twins, which import this module
+    fake.register()
     has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
     if has_cuda:
         cuda = ('native', where)

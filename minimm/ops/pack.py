@@ -8,17 +8,23 @@ and fuses the ``1 / world_size`` of a 'mean' into the copy. Integer tensors are 
 nearest integer when scaled (ties to even), never truncated toward zero as MMEngine's
 ``true_divide`` + ``copy_`` does; bool tensors cannot be scaled.
 
+Each tensor starts at a multiple of 16 bytes in its flat tensor (:func:`layout`), so that every
+slice is aligned for the kernels' 16-byte loads; the padding between tensors is zero, which is
+harmless for an all-reduce. Tensors of any layout are packed in row-major order (a
+channels_last or transposed tensor goes through a contiguous copy).
+
 :class:`PackPlan` is the persistent form for buffers packed again and again (BatchNorm statistics
 every iteration): it owns its flat buffers and keeps the native per-tensor table, so a pack or
 unpack is one native call with no per-tensor Python work. ``pack_ref``/``unpack_ref`` are the
 PyTorch twins (``torch.cat`` / slicing) that define the numbers.
-Left out compared with MMEngine: size-capped buckets (``bucket_size_mb``).
+Left out compared with MMEngine: size-capped buckets (``bucket_size_mb``; see minimm.dist).
 """
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
+from .aliases import distinct
 from .loader import native_for
 
 
@@ -28,6 +34,36 @@ def _groups(tensors: Sequence[Tensor]) -> Dict[Tuple[torch.dtype, torch.device],
     for i, t in enumerate(tensors):
         groups.setdefault((t.dtype, t.device), []).append(i)
     return groups
+
+
+ALIGN_BYTES = 16  # csrc/minimm_ops.h kAlignBytes
+
+
+def layout(tensors: Sequence[Tensor]) -> Tuple[List[int], int]:
+    """Where each of ``tensors`` (one dtype) starts in its flat tensor, and the flat tensor's
+    length: back to back, each start rounded up to a multiple of 16 bytes."""
+    quantum = max(1, ALIGN_BYTES // tensors[0].element_size()) if tensors else 1
+    starts, end = [], 0
+    for t in tensors:
+        start = -(-end // quantum) * quantum
+        starts.append(start)
+        end = start + t.numel()
+    return starts, end
+
+
+def _pieces(starts: List[int], tensors: Sequence[Tensor]) -> List[int]:
+    """Lengths that split a flat tensor into [padding, tensor, padding, tensor, ...]."""
+    sizes, end = [], 0
+    for start, t in zip(starts, tensors):
+        sizes += [start - end, t.numel()]
+        end = start + t.numel()
+    return sizes
+
+
+def _check(name: str, tensors: Sequence[Tensor]) -> None:
+    for i, t in enumerate(tensors):
+        if t.is_complex():
+            raise ValueError(f'{name}: tensor {i} is complex, which is not supported')
 
 
 def _as_list(flat: Union[Tensor, Sequence[Tensor]]) -> List[Tensor]:
@@ -47,26 +83,40 @@ def _scaled(values: Tensor, scale: float) -> Tensor:
     return torch.round(values.double() * scale)
 
 
+def _pack_group(group: List[Tensor], out: Optional[Tensor] = None) -> Tensor:
+    starts, _ = layout(group)
+    parts = []
+    for size, t in zip(_pieces(starts, group)[::2], group):
+        if size:
+            parts.append(t.new_zeros(size))
+        parts.append(t.reshape(-1))
+    return torch.cat(parts, out=out) if out is not None else torch.cat(parts)
+
+
 def pack_ref(tensors: Sequence[Tensor]) -> List[Tensor]:
     """The PyTorch twin of :func:`pack`."""
     tensors = list(tensors)
-    return [torch.cat([tensors[i].reshape(-1) for i in group]) for group in _groups(tensors).values()]
+    _check('pack', tensors)
+    return [_pack_group([tensors[i] for i in group]) for group in _groups(tensors).values()]
 
 
 def unpack_ref(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor], scale: float = 1.0) -> None:
     """The PyTorch twin of :func:`unpack_`."""
     tensors, flats = list(tensors), _as_list(flat)
+    _check('unpack_', tensors)
     groups = list(_groups(tensors).values())
     if len(flats) != len(groups):
         raise ValueError(f'unpack_: got {len(flats)} flat tensors but the tensors pack into {len(groups)} '
                          '(one per dtype and device)')
     for flat_tensor, group in zip(flats, groups):
-        sizes = [tensors[i].numel() for i in group]
-        if flat_tensor.numel() != sum(sizes) or flat_tensor.dtype != tensors[group[0]].dtype:
+        members = [tensors[i] for i in group]
+        starts, total = layout(members)
+        if flat_tensor.numel() != total or flat_tensor.dtype != members[0].dtype:
             raise ValueError(f'unpack_: a flat tensor of {flat_tensor.numel()} {flat_tensor.dtype} elements does '
-                             f'not match its {sum(sizes)} {tensors[group[0]].dtype} elements')
-        for i, piece in zip(group, torch.split(flat_tensor, sizes)):
-            tensors[i].copy_(_scaled(piece, scale).view_as(tensors[i]))
+                             f'not match its {total} {members[0].dtype} elements')
+        pieces = torch.split(flat_tensor, _pieces(starts, members))[1::2]
+        for t, piece in zip(members, pieces):
+            t.copy_(_scaled(piece, scale).view_as(t))
 
 
 def pack(tensors: Sequence[Tensor]) -> List[Tensor]:
@@ -91,7 +141,8 @@ class PackPlan:
     """Packs the same tensors again and again into flat buffers it owns.
 
     Args:
-        tensors: contiguous tensors, any dtypes and devices.
+        tensors: contiguous tensors, any dtypes and devices; a tensor listed twice (under two
+            names, see :mod:`minimm.ops.aliases`) is packed once.
         backend: ``'native'``, ``'ref'``, or None for native wherever it is available.
 
     ``flats`` holds one flat tensor per (dtype, device) in first-seen order; :meth:`pack` fills
@@ -101,7 +152,8 @@ class PackPlan:
     def __init__(self, tensors: Sequence[Tensor], backend: Optional[str] = None):
         if backend not in (None, 'native', 'ref'):
             raise ValueError(f"PackPlan: backend must be 'native', 'ref' or None, got {backend!r}")
-        self.tensors = list(tensors)
+        self.tensors = distinct(list(tensors))
+        _check('PackPlan', self.tensors)
         for i, t in enumerate(self.tensors):
             if not t.is_contiguous():
                 raise ValueError(f'PackPlan: tensor {i} is not contiguous; call .contiguous() first')
@@ -125,7 +177,7 @@ class PackPlan:
         if device in self._native:
             native_dtypes = list(dict.fromkeys(t.dtype for t in self.tensors if t.device == device))
             return self._native[device].flats()[native_dtypes.index(dtype)]
-        return torch.empty(sum(t.numel() for t in members), dtype=dtype, device=device)
+        return torch.zeros(layout(members)[1], dtype=dtype, device=device)
 
     def pack(self) -> List[Tensor]:
         """Copy the tensors into ``flats`` and return ``flats``."""
@@ -133,7 +185,7 @@ class PackPlan:
             plan.pack()
         for key, members, flat in zip(self._keys, self._members, self.flats):
             if key[1] not in self._native:
-                torch.cat([t.reshape(-1) for t in members], out=flat)
+                _pack_group(members, out=flat)
         return self.flats
 
     def unpack_(self, scale: float = 1.0) -> None:

@@ -1,0 +1,35 @@
+"""The benchmarks run on the CPU with every workload shrunk to a few tiny tensors, and report
+every method the GPU check compares (the real sizes run in tests/gpu_check.sh)."""
+import pytest
+import torch
+
+from minimm.bench import common, ema, ema_hook, pack
+
+
+@pytest.fixture
+def tiny_workloads(monkeypatch):
+    for name, workload in list(common.WORKLOADS.items()):
+        monkeypatch.setitem(common.WORKLOADS, name, workload._replace(shapes=lambda: [(3, 5), (7,), ()]))
+
+
+def test_ema_compares_every_method_on_every_workload(tiny_workloads, capsys):
+    rows = ema.main(['--device', 'cpu', '--rounds', '1', '--threads', '1'])
+    assert {(r['workload'], r['method']) for r in rows} == {
+        (w, m) for w in ('resnet50', 'vit_b', 'small', 'resnet50_bf16')
+        for m in ('loop', 'foreach', 'ema_update_', 'plan', 'limit')}
+    assert all(r['values'] == 23 and r['ms'] > 0 for r in rows)
+    assert 'resnet50_bf16: 3 tensors' in capsys.readouterr().out
+
+
+def test_ema_hook_and_pack_run(tiny_workloads):
+    rows = ema_hook.main(['--workloads', 'small', '--iters', '2', '--rounds', '1', '--json'])
+    assert {r['method'] for r in rows} == {'EMAHook', 'per-tensor', 'limit'}
+    rows = pack.main(['--workloads', 'resnet50_bf16', '--device', 'cpu', '--rounds', '1', '--json'])
+    assert {r['method'] for r in rows} == {'per_buffer', 'flatten_cat', 'plan', 'limit'}
+    assert rows[0]['tensors'] == 3
+
+
+def test_workload_shapes_are_the_models():
+    assert len(common.resnet50_shapes()) == 161 and common.numel(common.resnet50_shapes()) == 25_557_032
+    assert len(common.vit_b_shapes()) == 152 and common.numel(common.vit_b_shapes()) == 86_567_656
+    assert common.WORKLOADS['resnet50_bf16'].dtype == torch.bfloat16
