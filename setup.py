@@ -63,7 +63,8 @@ setup(
     package_data={'minimm': ['configs/*.py', 'dataset/data/*']},
     include_package_data=True,
     install_requires=['torch>=2.1', 'numpy', 'ninja'],
-    extras_require={'test': ['pytest', 'hypothesis']},
+    # plot: `minimm plot`, `minimm plot-lr` and the tutorials' pictures (the tests redraw them).
+    extras_require={'test': ['pytest', 'hypothesis', 'matplotlib'], 'plot': ['matplotlib']},
     entry_points={'console_scripts': ['minimm=minimm.cli:main']},
     ext_modules=ext_modules,
     cmdclass=cmdclass,
