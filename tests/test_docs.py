@@ -119,3 +119,29 @@ def test_zh_cn_code_matches_english(doc):
     assert english.exists(), f'{doc_id(doc)} has no English original {doc_id(english)}'
     assert python_blocks(doc) == python_blocks(english), (
         f'{doc_id(doc)}: the python blocks must be identical to those of {doc_id(english)}')
+
+
+FENCED = re.compile(r'^```.*?^```[ \t]*$', re.DOTALL | re.MULTILINE)
+INLINE_CODE = re.compile(r'`[^`\n]*`')
+ENGLISH_QUOTE = re.compile(r'"[^"\n]*"')    # issue titles, quoted in their original English
+# One Chinese term per concept (as MMEngine's Chinese docs): 检查点 for checkpoint, 轮次 for epoch.
+ZH_TERM_RULES = [
+    (re.compile(r'(?<![\w/.])checkpoints?(?![\w(])', re.IGNORECASE), 'write 检查点, not "checkpoint"'),
+    (re.compile(r'轮(?!次)'), 'write 轮次 for epoch, not 轮'),
+    # An issue's title stays in English, so that it can be searched for.
+    (re.compile(r'#\d+\s*[（(]?“[^”]*[\u4e00-\u9fff][^”]*”'), 'leave issue titles in English'),
+]
+
+
+def zh_prose(path: Path) -> str:
+    """The Markdown outside code blocks, inline code and English quotations."""
+    text = INLINE_CODE.sub('', FENCED.sub('', path.read_text(encoding='utf-8')))
+    return ENGLISH_QUOTE.sub('', text)
+
+
+@pytest.mark.parametrize('doc', sorted(ZH_CN.glob('*.md')), ids=doc_id)
+def test_zh_cn_uses_one_term_per_concept(doc):
+    prose = zh_prose(doc)
+    problems = [f'{message}: ...{prose[max(0, m.start() - 20):m.end() + 20]!r}...'
+                for pattern, message in ZH_TERM_RULES for m in pattern.finditer(prose)]
+    assert not problems, f'{doc_id(doc)}:\n' + '\n'.join(problems)
