@@ -1,6 +1,6 @@
 """The tutorials' pictures, drawn by minimm from its own code: ``python -m minimm.figures OUT_DIR``.
 
-* ``iteration_mmengine.png`` — one training iteration: hooks in call order against the stages,
+* ``one_iteration.png`` — one training iteration: hooks in call order against the stages,
   ``train_step`` in the middle;
 * ``priorities.png`` — the 0-100 priority line with the default hooks placed on it;
 * ``ema_timeline.png`` — whose weights the model holds around validation, and what a checkpoint
@@ -26,7 +26,7 @@ def make_all(out_dir: str) -> List[str]:
     worlds = {'MMEngine': mmengine_rows([dict(type='EMAHook', priority=49)])}
     with tempfile.TemporaryDirectory() as work_dir:
         events = record_ema_run(work_dir)
-    return [save_iteration_figure(worlds, path('iteration_mmengine.png')),
+    return [save_iteration_figure(worlds, path('one_iteration.png')),
             save_priority_figure(worlds, path('priorities.png')),
             draw_ema_timeline(events, path('ema_timeline.png')),
             draw_schedules(path('lr_schedules.png'))]
