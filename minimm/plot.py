@@ -31,6 +31,14 @@ def require_pyplot():
     return plt
 
 
+def save_figure(fig, out: str, dpi: int = 80) -> str:
+    """Lay out, write and close ``fig``; return ``out``."""
+    fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    require_pyplot().close(fig)
+    return out
+
+
 def find_scalar_log(work_dir: str) -> str:
     """The newest scalar log under ``work_dir`` (``work_dir`` may also be the file itself)."""
     if osp.isfile(work_dir):
@@ -96,10 +104,7 @@ def plot_run(work_dir: str, out: Optional[str] = None) -> str:
     if val:
         axes[2].legend(fontsize='small')
     fig.suptitle(osp.relpath(path), fontsize='small')
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

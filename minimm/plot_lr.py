@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from .plot import require_pyplot
+from .plot import require_pyplot, save_figure
 
 
 def _epoch_length(cfg) -> int:
@@ -97,10 +97,7 @@ def draw_schedule(values: Dict[str, List[float]], out: str, title: str = '') -> 
         ax.set(title='learning rate' if key == 'lr' else 'momentum', xlabel='iteration')
     if title:
         fig.suptitle(title, fontsize='small')
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -78,7 +78,7 @@ def doc_script(doc: Path) -> str:
 
 @lru_cache(maxsize=None)
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    return ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)))
 
 
 @lru_cache(maxsize=None)

@@ -21,15 +21,14 @@ def make_all(out_dir: str) -> List[str]:
     from .hook_order import mmengine_rows, save_iteration_figure, save_priority_figure
     from .schedules import draw_schedules
     os.makedirs(out_dir, exist_ok=True)
-    path = lambda name: os.path.join(out_dir, name)  # noqa: E731
     # EMAHook at 49, as MMDetection's configs place it: a custom hook beside the defaults.
     worlds = {'MMEngine': mmengine_rows([dict(type='EMAHook', priority=49)])}
     with tempfile.TemporaryDirectory() as work_dir:
         events = record_ema_run(work_dir)
-    return [save_iteration_figure(worlds, path('one_iteration.png')),
-            save_priority_figure(worlds, path('priorities.png')),
-            draw_ema_timeline(events, path('ema_timeline.png')),
-            draw_schedules(path('lr_schedules.png'))]
+    return [save_iteration_figure(worlds, os.path.join(out_dir, 'one_iteration.png')),
+            save_priority_figure(worlds, os.path.join(out_dir, 'priorities.png')),
+            draw_ema_timeline(events, os.path.join(out_dir, 'ema_timeline.png')),
+            draw_schedules(os.path.join(out_dir, 'lr_schedules.png'))]
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -79,7 +79,7 @@ def record_ema_run(work_dir: str) -> List[Event]:
 
 
 def draw_ema_timeline(events: List[Event], out: str) -> str:
-    from ..plot import require_pyplot
+    from ..plot import require_pyplot, save_figure
     plt = require_pyplot()
     colours = {'raw': '#4c72b0', 'EMA': '#dd8452'}
     fig, ax = plt.subplots(figsize=(15, 4))
@@ -98,7 +98,4 @@ def draw_ema_timeline(events: List[Event], out: str) -> str:
     ax.axis('off')
     ax.set_title('EMAHook over 2 epochs: EMA weights in the model only during validation; '
                  'each checkpoint stores the EMA weights as state_dict', fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)

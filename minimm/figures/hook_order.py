@@ -113,23 +113,17 @@ def draw_priority_line(ax, worlds: Dict[str, Sequence[HookRow]]) -> None:
 
 
 def save_iteration_figure(worlds: Dict[str, Sequence[HookRow]], out: str) -> str:
-    from ..plot import require_pyplot
+    from ..plot import require_pyplot, save_figure
     plt = require_pyplot()
     fig, axes = plt.subplots(1, len(worlds), figsize=(7 * len(worlds), 5), squeeze=False)
     for ax, (world, rows) in zip(axes[0], worlds.items()):
         draw_iteration(ax, world, rows)
-    fig.tight_layout()
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def save_priority_figure(worlds: Dict[str, Sequence[HookRow]], out: str) -> str:
-    from ..plot import require_pyplot
+    from ..plot import require_pyplot, save_figure
     plt = require_pyplot()
     fig, ax = plt.subplots(figsize=(11, 1.2 + 1.9 * len(worlds)))
     draw_priority_line(ax, worlds)
-    fig.tight_layout()
-    fig.savefig(out, dpi=72)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, dpi=72)

@@ -32,7 +32,7 @@ def schedule_of(param_scheduler: list) -> Dict[str, list]:
 
 
 def draw_schedules(out: str) -> str:
-    from ..plot import require_pyplot
+    from ..plot import require_pyplot, save_figure
     plt = require_pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(10, 5.6), sharex=True)
     for ax, (title, param_scheduler) in zip(axes.flat, SCHEDULES.items()):
@@ -48,7 +48,4 @@ def draw_schedules(out: str) -> str:
         ax.set_ylabel('lr', color='tab:blue', fontsize=8)
     for ax in axes[1]:
         ax.set_xlabel(f'iteration ({EPOCH_LENGTH} per epoch; grey lines = epochs)')
-    fig.tight_layout()
-    fig.savefig(out, dpi=72)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, dpi=72)
