@@ -1,0 +1,6 @@
+"""MMCV 1.x's hooks. Importing this package registers each of them in ``minimm.mmcv.HOOKS``.
+
+As in ``mmcv/runner/hooks/__init__.py``, the import lines below *are* the registration: each
+module decorates its classes with ``@HOOKS.register_module()``, which runs on import.
+"""
+from .hook import HOOKS, Hook
