@@ -205,11 +205,11 @@ def test_eval_hook_keeps_the_best_checkpoint(tmp_path):
 
 def test_eval_hook_quirks(tmp_path):
     runner = make_runner(tmp_path, max_epochs=2)
-    hook = EvalHook(loader(), save_best='auto', rule='less', test_fn=_scripted_test_fn([0.0, -1.0]),
+    hook = EvalHook(loader(), save_best='auto', rule='less', test_fn=_scripted_test_fn([0.0, 0.5]),
                     offset=0.0)
     runner.register_hook(hook, 'LOW')
     runner.run([loader()], [('train', 1)])
-    # a score of 0 is never saved, even though it is the best so far
+    # a score of 0 is never saved, though it is better than the 0.5 saved after it
     assert os.listdir(tmp_path) == ['best_score_epoch_2.pth'] and hook.key_indicator == 'score'
     with pytest.raises(AssertionError):
         EvalHook(loader(), less_keys='loss')  # MMCV checks greater_keys when less_keys is given
