@@ -12,3 +12,6 @@ from .lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHoo
 from .momentum_updater import (CosineAnnealingMomentumUpdaterHook, CyclicMomentumUpdaterHook,
                                LinearAnnealingMomentumUpdaterHook, MomentumUpdaterHook,
                                OneCycleMomentumUpdaterHook, StepMomentumUpdaterHook)
+from .logger import (ClearMLLoggerHook, DvcliveLoggerHook, LoggerHook, MlflowLoggerHook,
+                     NeptuneLoggerHook, PaviLoggerHook, SegmindLoggerHook, TensorboardLoggerHook,
+                     TextLoggerHook, WandbLoggerHook)
