@@ -16,6 +16,17 @@ from .hooks import (HOOKS, CheckpointHook, ClosureHook, DistEvalHook, DistSample
                     EmptyCacheHook, EvalHook, Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
                     GradientCumulativeOptimizerHook, Hook, IterTimerHook, OptimizerHook, ProfilerHook,
                     SyncBuffersHook)
+from .hooks import (ClearMLLoggerHook, CosineAnnealingLrUpdaterHook,
+                    CosineAnnealingMomentumUpdaterHook, CosineRestartLrUpdaterHook,
+                    CyclicLrUpdaterHook, CyclicMomentumUpdaterHook, DvcliveLoggerHook,
+                    ExpLrUpdaterHook, FixedLrUpdaterHook, FlatCosineAnnealingLrUpdaterHook,
+                    InvLrUpdaterHook, LinearAnnealingLrUpdaterHook,
+                    LinearAnnealingMomentumUpdaterHook, LoggerHook, LrUpdaterHook,
+                    MlflowLoggerHook, MomentumUpdaterHook, NeptuneLoggerHook,
+                    OneCycleLrUpdaterHook, OneCycleMomentumUpdaterHook, PaviLoggerHook,
+                    PolyLrUpdaterHook, SegmindLoggerHook, StepLrUpdaterHook,
+                    StepMomentumUpdaterHook, TensorboardLoggerHook, TextLoggerHook,
+                    WandbLoggerHook)
 from .iter_based_runner import IterBasedRunner, IterLoader
 from .log_buffer import LogBuffer
 from .test import multi_gpu_test, single_gpu_test
@@ -28,4 +39,15 @@ __all__ = [
     'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook', 'GradientCumulativeOptimizerHook',
     'IterTimerHook', 'OptimizerHook', 'ProfilerHook', 'SyncBuffersHook', 'IterBasedRunner',
     'IterLoader', 'LogBuffer', 'multi_gpu_test', 'single_gpu_test'
+]
+__all__ += [
+    'LrUpdaterHook', 'FixedLrUpdaterHook', 'StepLrUpdaterHook', 'ExpLrUpdaterHook',
+    'PolyLrUpdaterHook', 'InvLrUpdaterHook', 'CosineAnnealingLrUpdaterHook',
+    'FlatCosineAnnealingLrUpdaterHook', 'CosineRestartLrUpdaterHook', 'CyclicLrUpdaterHook',
+    'OneCycleLrUpdaterHook', 'LinearAnnealingLrUpdaterHook', 'MomentumUpdaterHook',
+    'StepMomentumUpdaterHook', 'CosineAnnealingMomentumUpdaterHook', 'CyclicMomentumUpdaterHook',
+    'OneCycleMomentumUpdaterHook', 'LinearAnnealingMomentumUpdaterHook', 'LoggerHook',
+    'TextLoggerHook', 'TensorboardLoggerHook', 'WandbLoggerHook', 'MlflowLoggerHook',
+    'NeptuneLoggerHook', 'DvcliveLoggerHook', 'ClearMLLoggerHook', 'SegmindLoggerHook',
+    'PaviLoggerHook'
 ]

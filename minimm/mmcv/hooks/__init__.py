@@ -10,7 +10,18 @@ from .closure import ClosureHook
 from .ema import EMAHook
 from .evaluation import DistEvalHook, EvalHook
 from .iter_timer import IterTimerHook
+from .logger import (ClearMLLoggerHook, DvcliveLoggerHook, LoggerHook, MlflowLoggerHook,
+                     NeptuneLoggerHook, PaviLoggerHook, SegmindLoggerHook, TensorboardLoggerHook,
+                     TextLoggerHook, WandbLoggerHook)
+from .lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
+                         CyclicLrUpdaterHook, ExpLrUpdaterHook, FixedLrUpdaterHook,
+                         FlatCosineAnnealingLrUpdaterHook, InvLrUpdaterHook,
+                         LinearAnnealingLrUpdaterHook, LrUpdaterHook, OneCycleLrUpdaterHook,
+                         PolyLrUpdaterHook, StepLrUpdaterHook)
 from .memory import EmptyCacheHook
+from .momentum_updater import (CosineAnnealingMomentumUpdaterHook, CyclicMomentumUpdaterHook,
+                               LinearAnnealingMomentumUpdaterHook, MomentumUpdaterHook,
+                               OneCycleMomentumUpdaterHook, StepMomentumUpdaterHook)
 from .optimizer import (Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
                         GradientCumulativeOptimizerHook, OptimizerHook)
 from .profiler import ProfilerHook
