@@ -86,33 +86,6 @@ def test_register_hook_orders_by_priority_and_keeps_registration_order():
         runner.register_hook(dict(type='IterTimerHook'))
 
 
-class StandInLr(Hook):
-    """Overrides what MMCV's LrUpdaterHook overrides (a stand-in when the real one is absent)."""
-
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
-
-    def before_run(self, runner):
-        pass
-
-    def before_train_epoch(self, runner):
-        pass
-
-    def before_train_iter(self, runner):
-        pass
-
-
-@pytest.fixture
-def step_lr_hook():
-    """``StepLrUpdaterHook`` in HOOKS: the real one if registered, else a stand-in for this test."""
-    added = 'StepLrUpdaterHook' not in HOOKS
-    if added:
-        HOOKS.register_module(name='StepLrUpdaterHook', module=type('StepLrUpdaterHook', (StandInLr, ), {}))
-    yield HOOKS.get('StepLrUpdaterHook')
-    if added:
-        del HOOKS.module_dict['StepLrUpdaterHook']
-
-
 HOOK_INFO = '''before_run:
 (VERY_HIGH   ) StepLrUpdaterHook                  
 (49          ) EMAHook                            
@@ -145,7 +118,7 @@ after_val_iter:
  -------------------- '''  # noqa: W291 (the trailing spaces are MMCV's)
 
 
-def test_get_hook_info_text_is_mmcvs(step_lr_hook):
+def test_get_hook_info_text_is_mmcvs():
     runner = make_runner()
     assert runner.get_hook_info() == ''
     lr_config = dict(policy='step', step=[1])
@@ -153,10 +126,10 @@ def test_get_hook_info_text_is_mmcvs(step_lr_hook):
                                    custom_hooks_config=[dict(type='EMAHook', priority=49)])
     assert runner.get_hook_info() == HOOK_INFO
     assert lr_config == dict(type='StepLrUpdaterHook', step=[1])  # mutated in place, as MMCV
-    assert type(runner.hooks[0]) is step_lr_hook
+    assert type(runner.hooks[0]) is HOOKS.get('StepLrUpdaterHook')
 
 
-def test_policy_names_are_title_cased_only_when_all_lowercase(step_lr_hook):
+def test_policy_names_are_title_cased_only_when_all_lowercase():
     runner = make_runner()
     for policy, missing in [('flatcosineannealing', 'FlatcosineannealingLrUpdaterHook'),
                             ('cosine_annealing', 'Cosine_AnnealingLrUpdaterHook'),
@@ -165,8 +138,11 @@ def test_policy_names_are_title_cased_only_when_all_lowercase(step_lr_hook):
             runner.register_lr_hook(dict(policy=policy))
     with pytest.raises(KeyError, match='OnecycleMomentumUpdaterHook is not in the hook registry'):
         runner.register_momentum_hook(dict(policy='onecycle'))
-    runner.register_lr_hook(dict(policy='step'))
-    assert type(runner.hooks[0]) is step_lr_hook and runner.hooks[0].priority == 10
+    runner.register_lr_hook(dict(policy='step', step=1))
+    runner.register_lr_hook(dict(policy='CosineAnnealing', min_lr=0))
+    runner.register_momentum_hook(dict(policy='cyclic'))
+    assert [(type(h).__name__, h.priority) for h in runner.hooks] == [
+        ('StepLrUpdaterHook', 10), ('CosineAnnealingLrUpdaterHook', 10), ('CyclicMomentumUpdaterHook', 30)]
     with pytest.raises(AssertionError):
         runner.register_lr_hook(dict(type='StepLrUpdaterHook'))
 

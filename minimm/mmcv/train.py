@@ -23,6 +23,7 @@ from minimm.logging import MMLogger
 from minimm.randomness import set_random_seed
 from minimm.registry import DATASETS, MODELS, OPTIMIZERS
 
+from . import digits  # noqa: F401 (registers the MMCV-style digits model and dataset)
 from .builder import build_runner
 from .hooks import DistEvalHook, DistSamplerSeedHook, EvalHook, Fp16OptimizerHook
 from .iter_based_runner import IterBasedRunner
