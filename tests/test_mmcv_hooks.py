@@ -259,3 +259,25 @@ def test_profiler_hook_writes_a_chrome_trace_to_the_work_dir(tmp_path):
         runner.run([loader()], [('train', 1)])
     with pytest.raises(ValueError):
         ProfilerHook(activities=['tpu'])
+
+
+def test_by_iter_eval_flushes_the_logger_hooks_first():
+    from minimm.mmcv.hooks.logger import LoggerHook
+
+    class Logged(LoggerHook):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.lines = []
+
+        def log(self, runner):
+            self.lines.append(dict(runner.log_buffer.output))
+
+    runner = make_runner(max_epochs=1)
+    logger = Logged(interval=2, by_epoch=False)
+    runner.register_hook(EvalHook(loader(), by_epoch=False, interval=2,
+                                  test_fn=_scripted_test_fn([0.5])), 'LOW')
+    runner.register_hook(logger, 'VERY_LOW')
+    runner.run([loader()], [('train', 1)])
+    # at iteration 2 the eval hook (LOW) makes the logger log the train average first; then the
+    # eval results are logged by the logger's own after_train_iter
+    assert [sorted(line) for line in logger.lines] == [['loss'], ['eval_iter_num', 'score']]

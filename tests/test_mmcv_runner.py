@@ -302,3 +302,40 @@ def test_optimizer_hook_alone_is_plain_sgd():
             optimizer.step()
     for a, b in zip(model.parameters(), runner.model.parameters()):
         assert torch.equal(a, b)
+
+
+class KwargsModel(ToyModel):
+    """Records the keyword arguments each step receives (and whether it got an optimizer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def train_step(self, data_batch, optimizer, **kwargs):
+        self.seen.append(('train', optimizer is not None, kwargs))
+        return super().train_step(data_batch, optimizer)
+
+    def val_step(self, data_batch, optimizer=None, **kwargs):
+        self.seen.append(('val', optimizer is not None, kwargs))
+        return super().train_step(data_batch, optimizer)
+
+
+def test_run_kwargs_reach_train_but_not_val_and_max_iters_is_known_before_run():
+    model = KwargsModel()
+    runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                              logger=logging.getLogger('mmcv-test'), max_epochs=1)
+    seen_max_iters = []
+    hook = Hook()
+    hook.before_run = lambda r: seen_max_iters.append(r.max_iters)
+    runner.register_hook(hook)
+    runner.run([loader(4, 4), loader(6, 2)], [('val', 1), ('train', 1)], flag=1)
+    assert seen_max_iters == [3]  # from the first *train* loader, before any hook runs
+    assert model.seen == [('val', True, {})] + [('train', True, dict(flag=1))] * 3
+
+
+def test_iter_based_val_step_gets_no_optimizer():
+    model = KwargsModel()
+    runner = IterBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                             logger=logging.getLogger('mmcv-test'), max_iters=1)
+    runner.run([loader(), loader()], [('train', 1), ('val', 1)], flag=1)
+    assert model.seen == [('train', True, dict(flag=1)), ('val', False, dict(flag=1))]
