@@ -3,13 +3,11 @@ and under torchrun (2 gloo processes), and the DDP wrapper that makes the ranks 
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from dist_utils import free_port, run_distributed
+from dist_utils import run_distributed, torchrun_train
 from minimm.cli import main
 from minimm.config import Config
 from minimm.mmcv.parallel import MMDistributedDataParallel
@@ -81,14 +79,7 @@ def test_ddp_wrapper_train_step_averages_gradients_across_ranks(tmp_path):
 
 def test_torchrun_trains_digits_mmcv1_with_two_processes(tmp_path):
     work_dir = tmp_path / 'work'
-    command = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
-               '--master_addr', '127.0.0.1', '--master_port', str(free_port()),
-               '-m', 'minimm.cli', 'train', CONFIG, '--launcher', 'pytorch',
-               '--work-dir', str(work_dir), '--cfg-options', 'runner.max_epochs=1']
-    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO, MINIMM_NO_EXT='1')
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    torchrun_train(CONFIG, work_dir, ['runner.max_epochs=1'], cwd=tmp_path)
     lines = _json_lines(work_dir)  # one JSON log: rank 0 writes it alone
     train = [line for line in lines if line.get('mode') == 'train']
     assert [line['iter'] for line in train] == [15]  # 1437 samples / 2 ranks / 32 = 23 iterations
