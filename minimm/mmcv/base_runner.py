@@ -1,17 +1,13 @@
 """BaseRunner: what MMCV 1.x's two runners share: state, hooks, checkpoints, learning rates.
 
-A runner holds the model, its optimizer(s) and the counters (``epoch``, ``iter``,
-``inner_iter``); it calls ``runner.call_hook(stage)`` at each stage, and hooks read and change the
-runner (``runner.outputs``, ``runner.log_buffer``, ``runner.optimizer``...). The optimizer step
-itself is a hook (``OptimizerHook``), unlike MMEngine where it is inside ``train_step``.
+A runner holds the model, its optimizer(s) and the counters (``epoch``, ``iter``, ``inner_iter``)
+and calls ``call_hook(stage)``; hooks read and change the runner (``outputs``, ``log_buffer``,
+``optimizer``...). Even the optimizer step is a hook (``OptimizerHook``), unlike MMEngine.
+``register_training_hooks`` turns the classic config keys (``lr_config``, ``optimizer_config``...)
+into hooks at MMCV's priorities, with its naming rule ``policy='step'`` -> ``StepLrUpdaterHook``.
 
-``register_training_hooks`` turns the classic config keys (``lr_config``, ``optimizer_config``,
-``checkpoint_config``, ``log_config``, ``momentum_config``, ``custom_hooks``) into hooks at MMCV's
-priorities, including its naming rule ``policy='step'`` -> ``StepLrUpdaterHook``.
-
-Everything follows MMCV 1.7.2, quirks included (see the docstrings). Left out: the deprecated
-``batch_processor`` warning text details, ``register_profiler_hook``'s ``ProfilerHook`` alias
-handling, the rescaling of ``iter`` on resume when the number of GPUs changed, and file backends.
+As MMCV 1.7.2, quirks included. Left out: rescaling ``iter`` on resume when the number of GPUs
+changed, and file backends.
 """
 import copy
 import getpass
@@ -20,6 +16,7 @@ import os
 import os.path as osp
 import socket
 import time
+import warnings
 from typing import Dict, List, Optional, Union
 
 import torch
@@ -34,17 +31,12 @@ from .log_buffer import LogBuffer
 
 
 class BaseRunner:
-    """The shared base of ``EpochBasedRunner`` and ``IterBasedRunner`` (as MMCV 1.7's).
+    """The base of ``EpochBasedRunner`` and ``IterBasedRunner`` (as MMCV 1.7's).
 
-    Args:
-        model: an ``nn.Module`` with ``train_step(data_batch, optimizer)``/``val_step``, which
-            return ``dict(loss, log_vars, num_samples)``.
-        batch_processor: deprecated alternative to ``train_step``: ``fn(model, data, train_mode)``.
-        optimizer: an optimizer, a dict of them (one per sub-model, as GANs use) or None.
-        work_dir: where checkpoints and logs go (made absolute and created).
-        logger: a ``logging.Logger`` (required, as in MMCV).
-        meta: a dict saved in every checkpoint and written first in the JSON log.
-        max_iters / max_epochs: the length of training; at most one of them.
+    ``model`` has ``train_step(data_batch, optimizer)``/``val_step`` returning ``dict(loss,
+    log_vars, num_samples)`` (or use the deprecated ``batch_processor(model, data, train_mode)``);
+    ``optimizer`` is an optimizer, a dict of them (as GANs use) or None; ``logger`` is required;
+    ``meta`` goes into every checkpoint; give ``max_epochs`` or ``max_iters``.
     """
 
     def __init__(self, model, batch_processor=None, optimizer=None, work_dir=None, logger=None,
@@ -53,7 +45,6 @@ class BaseRunner:
         if batch_processor is not None:
             if not callable(batch_processor):
                 raise TypeError(f'batch_processor must be callable, but got {type(batch_processor)}')
-            import warnings
             warnings.warn('batch_processor is deprecated; implement train_step() in the model',
                           DeprecationWarning)
             if hasattr(module, 'train_step') or hasattr(module, 'val_step'):

@@ -177,15 +177,9 @@ class DistEvalHook(EvalHook):
     evaluates and saves. With ``broadcast_bn_buffer`` the BatchNorm running statistics are first
     copied from rank 0, so every rank evaluates the same model."""
 
-    def __init__(self, dataloader, start=None, interval=1, by_epoch=True, save_best=None,
-                 rule=None, test_fn=None, greater_keys=None, less_keys=None,
-                 broadcast_bn_buffer=True, tmpdir=None, gpu_collect=False, out_dir=None,
-                 file_client_args=None, **eval_kwargs):
-        super().__init__(dataloader, start=start, interval=interval, by_epoch=by_epoch,
-                         save_best=save_best, rule=rule,
-                         test_fn=test_fn if test_fn is not None else multi_gpu_test,
-                         greater_keys=greater_keys, less_keys=less_keys, out_dir=out_dir,
-                         file_client_args=file_client_args, **eval_kwargs)
+    def __init__(self, dataloader, *args, broadcast_bn_buffer=True, tmpdir=None,
+                 gpu_collect=False, test_fn=None, **kwargs):
+        super().__init__(dataloader, *args, test_fn=test_fn or multi_gpu_test, **kwargs)
         self.broadcast_bn_buffer, self.tmpdir, self.gpu_collect = broadcast_bn_buffer, tmpdir, gpu_collect
 
     def _do_evaluate(self, runner) -> None:
