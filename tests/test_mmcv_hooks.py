@@ -281,3 +281,28 @@ def test_by_iter_eval_flushes_the_logger_hooks_first():
     # at iteration 2 the eval hook (LOW) makes the logger log the train average first; then the
     # eval results are logged by the logger's own after_train_iter
     assert [sorted(line) for line in logger.lines] == [['loss'], ['eval_iter_num', 'score']]
+
+
+def _fp16_run(tmp_path, max_epochs, resume_from=None):
+    """A run whose Fp16OptimizerHook has an *enabled* scaler on the CPU (growing every step), so
+    its state is real without CUDA."""
+    hook = Fp16OptimizerHook(loss_scale=dict(init_scale=8., growth_interval=1))
+    hook.loss_scaler = torch.amp.GradScaler('cpu', init_scale=8., growth_interval=1)
+    runner = make_runner(tmp_path, max_epochs=max_epochs, meta=dict())
+    runner.register_hook(hook, 'ABOVE_NORMAL')
+    runner.register_hook(CheckpointHook(interval=1))
+    if resume_from is not None:
+        runner.resume(resume_from)
+    runner.run([loader()], [('train', 1)])
+    return runner, hook
+
+
+def test_fp16_loss_scaler_state_survives_resume(tmp_path):
+    full, full_hook = _fp16_run(tmp_path / 'full', 2)
+    _fp16_run(tmp_path / 'part', 1)
+    saved = torch.load(tmp_path / 'part' / 'epoch_1.pth', weights_only=True)['meta']['fp16']
+    assert saved['loss_scaler']['scale'] == 8. * 2 ** 3  # 3 steps, each doubling the scale
+    resumed, hook = _fp16_run(tmp_path / 'resumed', 2, resume_from=str(tmp_path / 'part' / 'epoch_1.pth'))
+    assert hook.loss_scaler.get_scale() == full_hook.loss_scaler.get_scale() == 8. * 2 ** 6
+    for a, b in zip(full.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(a, b)
