@@ -182,6 +182,14 @@ def test_one_cycle_follows_mmcv_closed_form(three_phase, strategy, total_steps):
                                  for i in range(E * B)], rel=1e-12)
 
 
+def test_flat_cosine_start_rounds_half_to_even():
+    # 4 iterations, start_percent 0.625: the flat part ends at round(2.5) == 2 (Python's
+    # rounding), not 3.
+    lrs, _ = record(lr_config=dict(policy='FlatCosineAnnealing', start_percent=0.625, min_lr=0.,
+                                   by_epoch=False), max_epochs=1)
+    assert lrs == pytest.approx([0.1, 0.1, 0.1, 0.05])
+
+
 def test_warmup_by_epoch_counts_epochs_of_the_loader():
     lrs, _ = record(lr_config=dict(policy='fixed', warmup='linear', warmup_iters=2,
                                    warmup_by_epoch=True, warmup_ratio=0.2))
