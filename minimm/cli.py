@@ -45,8 +45,13 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def cmd_train(args) -> None:
     from .dist import destroy_dist
+    from .mmcv.train import is_mmcv_config, train_from_cfg
     from .runner import Runner
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
+    if is_mmcv_config(cfg):  # an MMCV 1.x config: the classic runner and hooks
+        train_from_cfg(cfg, launcher=args.launcher, resume=args.resume)
+        destroy_dist()
+        return
     if args.resume is not None:
         cfg['resume'] = True if args.resume == 'auto' else args.resume
     cfg['launcher'] = args.launcher
