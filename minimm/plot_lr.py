@@ -7,28 +7,41 @@ epoch-based ones after every epoch. The values read before each iteration are th
 iteration trains with. Schedulers that need validation metrics (``ReduceOnPlateauLR``) cannot be
 previewed and are left out, with a note.
 
+For an MMCV 1.x-style config (``lr_config``, ``momentum_config``, ``optimizer``, ``runner``) it
+runs ``minimm.mmcv``'s own runner with the config's updater hooks over a model that does nothing
+and batches that are never looked at, and records ``current_lr()``/``current_momentum()`` before
+each iteration, after the updaters (priority VERY_HIGH and HIGH) have set them.
+
 The epoch length is the train dataloader's: ``--epoch-length`` gives it, otherwise the dataset in
-the config is built to count it. MMEngine has no such command.
+the config is built to count it. Neither MMEngine nor MMCV has such a command.
 """
 import argparse
+import logging
 import math
 from typing import Dict, List, Optional
 
 import torch
+from torch.utils.data import DataLoader
 
 from .plot import require_pyplot, save_figure
 
 
 def _epoch_length(cfg) -> int:
-    loader = cfg.get('train_dataloader')
-    if not loader or not isinstance(loader.get('dataset'), dict):
-        raise ValueError('the config has no train_dataloader.dataset to count; '
-                         'pass --epoch-length')
-    from .registry import DATASETS
+    """Batches per epoch of the config's training data (MMEngine's or MMCV's keys)."""
+    if cfg.get('train_dataloader'):
+        loader = cfg['train_dataloader']
+        dataset, batch, drop_last = loader.get('dataset'), loader.get('batch_size', 1), \
+            loader.get('drop_last', False)
+    else:
+        data = cfg.get('data') or {}
+        dataset, batch, drop_last = data.get('train'), data.get('samples_per_gpu', 1), False
+    if not isinstance(dataset, dict):
+        raise ValueError('the config has no training dataset to count; pass --epoch-length')
     import minimm.dataset  # noqa: F401  (registers the datasets)
-    size = len(DATASETS.build(loader['dataset']))
-    batch = loader.get('batch_size', 1)
-    return size // batch if loader.get('drop_last', False) else math.ceil(size / batch)
+    import minimm.mmcv.digits  # noqa: F401  (and the MMCV-style ones)
+    from .registry import DATASETS
+    size = len(DATASETS.build(dataset))
+    return size // batch if drop_last else math.ceil(size / batch)
 
 
 def _group_values(optimizer) -> Dict[str, float]:
@@ -76,11 +89,51 @@ def mmengine_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List
     return values
 
 
+class _NoOpModel(torch.nn.Module):
+    """An MMCV-style model whose ``train_step`` does nothing: only the schedule runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    def train_step(self, data_batch, optimizer=None, **kwargs) -> dict:
+        return dict(loss=self.weight.sum(), log_vars={}, num_samples=1)
+
+
+def mmcv_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List[float]]:
+    """``{'lr': [...], 'momentum': [...]}`` of an MMCV 1.x config, from ``minimm.mmcv``'s hooks."""
+    from .mmcv import Hook, build_runner
+    from .registry import OPTIMIZERS
+    runner_cfg = dict(cfg.get('runner') or dict(type='EpochBasedRunner',
+                                                 max_epochs=cfg.get('total_epochs')))
+    epoch_length = epoch_length or (_epoch_length(cfg) if runner_cfg['type'] != 'IterBasedRunner'
+                                    else 1)
+    model = _NoOpModel()
+    optimizer = OPTIMIZERS.build(dict(cfg['optimizer'], params=model.parameters()))
+    runner = build_runner(runner_cfg, default_args=dict(
+        model=model, optimizer=optimizer, logger=logging.getLogger('minimm.plot_lr')))
+    runner.register_lr_hook(cfg['lr_config'])
+    runner.register_momentum_hook(cfg.get('momentum_config'))
+    values: Dict[str, List[float]] = dict(lr=[], momentum=[])
+
+    class Record(Hook):
+        def before_train_iter(self, runner):
+            for key, value in _group_values(runner.optimizer).items():
+                values[key].append(value)
+
+    runner.register_hook(Record(), priority='LOWEST')
+    runner.run([DataLoader(range(epoch_length))], [('train', 1)])
+    return values
+
+
 def config_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List[float]]:
-    """The schedule of an MMEngine-style config."""
+    """The schedule of an MMEngine-style or an MMCV 1.x-style config."""
     if 'param_scheduler' in cfg or 'optim_wrapper' in cfg:
         return mmengine_schedule(cfg, epoch_length)
-    raise ValueError('not an MMEngine-style config: it has no param_scheduler or optim_wrapper')
+    if 'lr_config' in cfg:
+        return mmcv_schedule(cfg, epoch_length)
+    raise ValueError('neither an MMEngine-style config (param_scheduler, optim_wrapper) nor an '
+                     'MMCV 1.x one (lr_config)')
 
 
 def draw_schedule(values: Dict[str, List[float]], out: str, title: str = '') -> str:

@@ -88,3 +88,36 @@ def test_missing_matplotlib_says_what_to_install(tmp_path, monkeypatch):
             cli_main(argv)
         assert str(info.value) == PLOT_INSTALL_HINT
     assert 'pip install -e ".[plot]"' in PLOT_INSTALL_HINT
+
+
+MMCV_DEMO = 'minimm/configs/digits_mmcv1.py'
+
+
+def test_schedule_of_the_mmcv_config_matches_mmcv_formulas():
+    # lr_config = dict(policy='step', step=[5, 7], warmup='linear', warmup_iters=20,
+    # warmup_ratio=0.1): MMCV's linear warm-up r * (1 - (1 - cur / 20) * (1 - 0.1)) while
+    # cur < 20, then x0.1 from epoch 5 (0-based) and again from epoch 7.
+    values = config_schedule(Config.fromfile(MMCV_DEMO))
+    lr = values['lr']
+    assert len(lr) == 8 * 45
+    for it in range(8 * 45):
+        epoch = it // 45
+        regular = 0.1 * 0.1 ** ((epoch >= 5) + (epoch >= 7))
+        warm = 1 - (1 - it / 20) * (1 - 0.1) if it < 20 else 1.0
+        assert math.isclose(lr[it], regular * warm, rel_tol=1e-12), it
+    assert set(values['momentum']) == {0.9}
+
+
+def test_mmcv_momentum_config_and_iteration_based_runner():
+    cfg = dict(runner=dict(type='IterBasedRunner', max_iters=6),
+               optimizer=dict(type='SGD', lr=1.0, momentum=0.9),
+               lr_config=dict(policy='fixed', by_epoch=False),
+               momentum_config=dict(policy='step', step=[3], gamma=0.5, by_epoch=False))
+    values = config_schedule(cfg)
+    assert values['lr'] == [1.0] * 6
+    assert values['momentum'] == [0.9] * 3 + [0.45] * 3
+
+
+def test_neither_world_is_a_clear_error():
+    with pytest.raises(ValueError, match='neither an MMEngine-style config'):
+        config_schedule(dict(model=dict(type='DigitsCNN')))
