@@ -4,7 +4,7 @@ from pathlib import Path
 
 from minimm.figures import main as figures_main
 from minimm.figures.ema_timeline import record_ema_run
-from minimm.figures.hook_order import mmengine_rows
+from minimm.figures.hook_order import mmcv_rows, mmengine_rows
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKED_IN = REPO / 'tutorials' / 'figures'
@@ -24,6 +24,16 @@ def test_mmengine_iteration_rows_are_the_runner_registration():
     after = [(r.name, r.priority) for r in rows if 'after_train_iter' in r.stages]
     assert after == [('RuntimeInfoHook', 10), ('EMAHook', 49), ('IterTimerHook', 50),
                      ('LoggerHook', 60), ('ParamSchedulerHook', 70), ('CheckpointHook', 90)]
+
+
+def test_mmcv_iteration_rows_are_register_training_hooks():
+    rows = mmcv_rows()
+    before = [(r.name, r.priority) for r in rows if 'before_train_iter' in r.stages]
+    after = [(r.name, r.priority) for r in rows if 'after_train_iter' in r.stages]
+    assert before == [('StepLrUpdaterHook', 10), ('IterTimerHook', 70), ('EvalHook', 70)]
+    # MMCV's optimizer step is a hook: the first thing after train_step.
+    assert after == [('OptimizerHook', 40), ('CheckpointHook', 50), ('IterTimerHook', 70),
+                     ('EvalHook', 70), ('TextLoggerHook', 90)]
 
 
 def test_ema_timeline_events(tmp_path):

@@ -1,7 +1,7 @@
 """The tutorials' pictures, drawn by minimm from its own code: ``python -m minimm.figures OUT_DIR``.
 
-* ``one_iteration.png`` — one training iteration: hooks in call order against the stages,
-  ``train_step`` in the middle;
+* ``one_iteration.png`` — one training iteration, MMCV 1.x beside MMEngine: hooks in call order
+  against the stages, ``train_step`` in the middle;
 * ``priorities.png`` — the 0-100 priority line with the default hooks placed on it;
 * ``ema_timeline.png`` — whose weights the model holds around validation, and what a checkpoint
   saves, recorded from a real ``EMAHook`` run;
@@ -18,11 +18,12 @@ from typing import List, Optional
 def make_all(out_dir: str) -> List[str]:
     """Draw every picture into ``out_dir``; return their paths."""
     from .ema_timeline import draw_ema_timeline, record_ema_run
-    from .hook_order import mmengine_rows, save_iteration_figure, save_priority_figure
+    from .hook_order import mmcv_rows, mmengine_rows, save_iteration_figure, save_priority_figure
     from .schedules import draw_schedules
     os.makedirs(out_dir, exist_ok=True)
     # EMAHook at 49, as MMDetection's configs place it: a custom hook beside the defaults.
-    worlds = {'MMEngine': mmengine_rows([dict(type='EMAHook', priority=49)])}
+    worlds = {'MMCV 1.x': mmcv_rows(),
+              'MMEngine': mmengine_rows([dict(type='EMAHook', priority=49)])}
     with tempfile.TemporaryDirectory() as work_dir:
         events = record_ema_run(work_dir)
     return [save_iteration_figure(worlds, os.path.join(out_dir, 'one_iteration.png')),

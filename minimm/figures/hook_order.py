@@ -3,6 +3,8 @@
 The hooks are not typed in by hand: they come from the real registration, a minimm ``Runner``
 with its default hooks (MMEngine 0.10's six) for the MMEngine side, and ``register_training_hooks``
 of ``minimm.mmcv`` (MMCV 1.7's) for the MMCV side. So the pictures change when the code does.
+A hook is drawn in a stage when its class overrides it (``get_triggered_stages``); MMEngine and
+MMCV call every hook at every stage, the others being the base class's no-ops.
 """
 import tempfile
 from typing import Dict, List, NamedTuple, Sequence
@@ -15,7 +17,8 @@ TRAIN_STEP = {
     'MMCV 1.x': 'model.train_step(\n  data, optimizer)\n\nforward and loss\nonly: backward and\nstep come later,\nin OptimizerHook',
 }
 NOTES = {'OptimizerHook': 'backward + optimizer step', 'ParamSchedulerHook': 'steps LR schedule',
-         'LrUpdaterHook': 'sets this iteration\'s LR', 'EMAHook': 'averages the new weights'}
+         'LrUpdaterHook': "sets this iteration's LR", 'EMAHook': 'averages the new weights',
+         'EvalHook': 'validates (by iteration)'}
 COLOURS = {'MMEngine': '#4c72b0', 'MMCV 1.x': '#dd8452'}
 
 
@@ -40,6 +43,28 @@ def mmengine_rows(custom_hooks=()) -> List[HookRow]:
         runner = Runner(model=torch.nn.Linear(1, 1), work_dir=work_dir,
                         custom_hooks=list(custom_hooks), log_level='ERROR')
         return rows_of(runner.hooks)
+
+
+def mmcv_rows() -> List[HookRow]:
+    """The hooks ``register_training_hooks`` of ``minimm.mmcv`` registers for a typical MMCV 1.x
+    config (step LR with warm-up, an optimizer hook, checkpoints, a text logger), plus
+    ``EvalHook`` at ``LOW`` as the downstream training scripts (mmdet's ``train_detector``) did."""
+    import logging
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from ..mmcv import EpochBasedRunner, EvalHook
+    from ..plot_lr import _NoOpModel
+    model = _NoOpModel()
+    runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                              logger=logging.getLogger('minimm.figures'), max_epochs=1)
+    runner.register_training_hooks(
+        lr_config=dict(policy='step', step=[1], warmup='linear', warmup_iters=5),
+        optimizer_config=dict(grad_clip=None), checkpoint_config=dict(interval=1),
+        log_config=dict(interval=10, hooks=[dict(type='TextLoggerHook')]))
+    runner.register_hook(EvalHook(DataLoader(range(1))), priority='LOW')
+    return rows_of(runner.hooks)
 
 
 def _note(name: str) -> str:
@@ -91,7 +116,7 @@ def _level(value: int) -> str:
 
 def draw_priority_line(ax, worlds: Dict[str, Sequence[HookRow]]) -> None:
     """A 0-100 number line with the named levels, and each world's hooks placed on it."""
-    ax.set(xlim=(-4, 104), ylim=(-len(worlds) * 4.2 - 0.5, 2.2))
+    ax.set(xlim=(-6, 106), ylim=(-len(worlds) * 4.2 - 0.5, 2.2))
     ax.axhline(0, color='black', lw=1)
     for level in Priority:
         ax.plot([level.value] * 2, [-0.25, 0.25], color='black')
@@ -99,13 +124,16 @@ def draw_priority_line(ax, worlds: Dict[str, Sequence[HookRow]]) -> None:
     for w, (world, rows) in enumerate(worlds.items()):
         base = -1.2 - w * 4.2
         ax.text(-3.5, base, world, fontsize=10, weight='bold', color=COLOURS[world], va='top')
-        stacked: Dict[int, int] = {}
+        placed: List[int] = []
         for row in rows:
-            level = stacked.get(row.priority, 0)
-            stacked[row.priority] = level + 1
+            # Stack a label under any neighbour close enough for the two to overlap.
+            level = sum(abs(row.priority - other) < 14 for other in placed)
+            placed.append(row.priority)
             y = base - 0.75 * level - 0.6
-            ax.plot([row.priority, row.priority], [0, y], color=COLOURS[world], lw=0.6, alpha=0.5)
-            ax.text(row.priority, y, row.name, ha='center', va='top', fontsize=7.5,
+            ax.plot([row.priority, row.priority], [0, y], color=COLOURS[world], lw=0.6, alpha=0.5,
+                    zorder=1)
+            ax.text(row.priority, y, f'{row.name} ({row.priority})', ha='center', va='top',
+                    fontsize=7.5, zorder=3,
                     bbox=dict(boxstyle='round,pad=0.2', fc='white', ec=COLOURS[world]))
     ax.axis('off')
     ax.set_title('Hook priorities: lower runs first; equal priorities keep registration order',
@@ -124,6 +152,6 @@ def save_iteration_figure(worlds: Dict[str, Sequence[HookRow]], out: str) -> str
 def save_priority_figure(worlds: Dict[str, Sequence[HookRow]], out: str) -> str:
     from ..plot import require_pyplot, save_figure
     plt = require_pyplot()
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 1.9 * len(worlds)))
+    fig, ax = plt.subplots(figsize=(12, 1.4 + 2.4 * len(worlds)))
     draw_priority_line(ax, worlds)
     return save_figure(fig, out, dpi=72)
