@@ -7,7 +7,9 @@
   saves, recorded from a real ``EMAHook`` run;
 * ``lr_schedules.png`` — common ``param_scheduler`` configs, stepped as the Runner steps them.
 
-The test suite redraws them all into a temporary folder, so this command cannot rot.
+The test suite redraws them all into a temporary folder, so this command cannot rot. Neither
+MMEngine nor MMCV draws such pictures; their docs have hand-made diagrams that can drift from the
+code.
 """
 import os
 import sys
