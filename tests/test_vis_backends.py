@@ -123,7 +123,7 @@ def test_neptune_offline_run_logs_values_at_their_steps(tmp_path, monkeypatch):
     backend.close()
     ops = [json.loads(line)['obj'] for path in glob.glob('.neptune/offline/*/data-*.log')
            for line in open(path)]
-    logged = [(op['path'][0], v['step'], v['value']) for op in ops if op['type'] == 'LogFloats'
+    logged = [('/'.join(op['path']), v['step'], v['value']) for op in ops if op['type'] == 'LogFloats'
               for v in op['values']]
     assert logged == [('loss', 1, 0.5), ('acc', 1, 0.25), ('loss', 2, 0.125)]
     assert any(op['type'] == 'UploadFile' and op['path'] == ['config'] for op in ops)
