@@ -18,7 +18,7 @@ TRAIN_STEP = {
 }
 NOTES = {'OptimizerHook': 'backward + optimizer step', 'ParamSchedulerHook': 'steps LR schedule',
          'LrUpdaterHook': "sets this iteration's LR", 'EMAHook': 'averages the new weights',
-         'EvalHook': 'validates here only if by_epoch=False'}
+         'EvalHook': 'acts if by_epoch=False'}
 COLOURS = {'MMEngine': '#4c72b0', 'MMCV 1.x': '#dd8452'}
 
 
