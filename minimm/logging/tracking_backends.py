@@ -11,7 +11,8 @@ Their defaults write locally: W&B and MLflow under ``save_dir``, Neptune in offl
 
 Left out compared with MMEngine: images, W&B's ``log_code_name``/``watch_kwargs``, the artifact
 uploads that MLflow/DVCLive/ClearML do in ``close()``, and DVCLive's ``dvc init`` in the current
-folder (here ``save_dvc_exp`` defaults to False, so no DVC repository is needed).
+folder (here ``save_dvc_exp`` defaults to False, so no DVC repository is needed, and its
+``dvc.yaml`` goes to ``save_dir``).
 """
 import json
 import os
@@ -124,6 +125,9 @@ class MLflowVisBackend(BaseVisBackend):
     def _init_env(self) -> None:
         mlflow = import_optional('mlflow', 'MLflowVisBackend', pip_name='mlflow-skinny')
         os.makedirs(self._save_dir, exist_ok=True)
+        if self._tracking_uri is None:
+            # MLflow 3 refuses file stores unless asked, but they need no server or database.
+            os.environ.setdefault('MLFLOW_ALLOW_FILE_STORE', 'true')
         mlflow.set_tracking_uri(self._tracking_uri or f'file://{osp.abspath(self._save_dir)}')
         if mlflow.get_experiment_by_name(self._exp_name) is None:
             mlflow.create_experiment(self._exp_name, artifact_location=self._artifact_location)
@@ -215,6 +219,8 @@ class DVCLiveVisBackend(BaseVisBackend):
         dvclive = import_optional('dvclive', 'DVCLiveVisBackend')
         self._init_kwargs.setdefault('dir', self._save_dir)
         self._init_kwargs.setdefault('save_dvc_exp', False)
+        # DVCLive writes its dvc.yaml (the plots' description) in the current folder by default.
+        self._init_kwargs.setdefault('dvcyaml', osp.join(self._save_dir, 'dvc.yaml'))
         self._dvclive = dvclive.Live(**self._init_kwargs)
 
     @property

@@ -4,6 +4,7 @@ Logs ``get_loggable_tags`` as metrics at step ``runner.iter + 1`` into the exper
 to the tracking URI set in MLflow's environment, else a file store in ``work_dir/mlruns`` (MMCV:
 the current folder); with ``log_model`` the trained model is saved as the run's ``models``.
 """
+import inspect
 import os
 import os.path as osp
 
@@ -30,6 +31,10 @@ class MlflowLoggerHook(BackendLoggerHook):
 
     def after_run(self, runner) -> None:
         if runner.rank == 0 and self.log_model:
-            self.backend.experiment.pytorch.log_model(
-                runner.model, 'models', pip_requirements=[f'torch=={torch.__version__}'])
+            log_model = self.backend.experiment.pytorch.log_model
+            # MLflow 3 defaults to a traced format that needs an input example: keep pickling.
+            kwargs = {'serialization_format': 'pickle'} if 'serialization_format' in \
+                inspect.signature(log_model).parameters else {}
+            log_model(runner.model, 'models', pip_requirements=[f'torch=={torch.__version__}'],
+                      **kwargs)
         super().after_run(runner)
