@@ -10,6 +10,8 @@
     minimm plot-lr CONFIG [--out PNG] # the LR/momentum schedule of a config, without training
 
 ``train`` and ``test`` are MMEngine's ``tools/train.py`` and ``tools/test.py`` in one command.
+``train`` also runs MMCV 1.x configs (``runner``/``lr_config``/``optimizer_config``/``workflow``
+keys) on ``minimm.mmcv``'s classic runner, as MMDetection 2.x's ``tools/train.py`` did.
 """
 import argparse
 import importlib

@@ -1,5 +1,7 @@
-"""Run a real minimm.mmcv runner and record the lr/momentum each training iteration used."""
+"""Run a real minimm.mmcv runner and record the lr/momentum each training iteration used; and
+the closed forms that MMCV 1.7 documents for its lr and momentum policies alike."""
 import logging
+import math
 
 import torch
 
@@ -43,3 +45,14 @@ def record(lr_config=None, momentum_config=None, by_iter=False, max_epochs=3, ba
     runner.register_hook(probe, priority='LOWEST')
     runner.run([loader(2 * batches, 2)], [('train', 1)])
     return probe.lr, probe.momentum
+
+
+def cos_anneal(start, end, f, weight=1.):
+    return end + weight * (start - end) * (1 + math.cos(math.pi * f)) / 2
+
+
+def step_closed_form(base, p, steps, gamma, floor):
+    """``base * gamma ** (steps passed)``, at least ``floor`` (when not None)."""
+    n = p // steps if isinstance(steps, int) else sum(p >= s for s in steps)
+    value = base * gamma ** n
+    return value if floor is None else max(value, floor)

@@ -98,6 +98,19 @@ def test_iter_based_lines_count_iterations(tmp_path, caplog):
     assert [line.split('\t')[0] for line in console] == ['Iter [2/4]', 'Iter [4/4]']
 
 
+def test_train_lines_report_the_peak_cuda_memory_in_mib(tmp_path, caplog, monkeypatch):
+    # No GPU here: pretend there is one that peaked at 3 MiB and a bit.
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device=None: 3 * 2**20 + 5)
+    with caplog.at_level(logging.INFO, logger='mmcv-logger-test'):
+        runner = run(tmp_path, [dict(type='TextLoggerHook')], workflow=[('train', 1)])
+    train = json.loads(json_lines(runner)[1])
+    assert list(train) == ['mode', 'epoch', 'iter', 'lr', 'memory', 'data_time', 'loss', 'time']
+    assert train['memory'] == 3
+    assert any(re.search(r'data_time: \d+\.\d{3}, memory: 3, loss: ', r.getMessage())
+               for r in caplog.records)
+
+
 def test_two_optimizers_log_a_dict_of_lrs_unrounded(tmp_path, caplog):
     model = ToyModel()
     optimizer = dict(a=torch.optim.SGD(model.parameters(), lr=0.00617283945),

@@ -1,11 +1,9 @@
 """minimm.mmcv's LR updater hooks against MMCV 1.7.2: its reference values, and its closed forms
 (written out here independently) for every policy, every warm-up and both by_epoch modes."""
-import math
-
 import pytest
 
 from minimm.mmcv import HOOKS, OneCycleLrUpdaterHook
-from mmcv_probe import make_optimizer, record
+from mmcv_probe import cos_anneal, make_optimizer, record, step_closed_form
 
 E, B = 3, 4  # 3 epochs of 4 batches: 12 iterations, as MMCV's reference run
 
@@ -58,20 +56,13 @@ def test_lr_matches_mmcv_reference_values(cfg, expected):
 
 
 # ---- MMCV's closed forms, written from its documentation, independent of minimm's code ----
-def cos_anneal(start, end, f, weight=1.):
-    return end + weight * (start - end) * (1 + math.cos(math.pi * f)) / 2
-
-
 def regular_lr(policy, kw, base, p, P, it, max_iters):
     """MMCV's get_lr for ``policy`` at progress ``p`` of ``P`` (``it`` of ``max_iters``)."""
     target = kw.get('min_lr') if kw.get('min_lr_ratio') is None else base * kw['min_lr_ratio']
     if policy == 'fixed':
         return base
     if policy == 'step':
-        steps = kw['step']
-        n = p // steps if isinstance(steps, int) else sum(p >= s for s in steps)
-        lr = base * kw.get('gamma', 0.1) ** n
-        return lr if kw.get('min_lr') is None else max(lr, kw['min_lr'])
+        return step_closed_form(base, p, kw['step'], kw.get('gamma', 0.1), kw.get('min_lr'))
     if policy == 'exp':
         return base * kw['gamma'] ** p
     if policy == 'poly':

@@ -1,11 +1,9 @@
 """minimm.mmcv's momentum updater hooks against MMCV 1.7.2: its reference values, and its closed
 forms (written out here) for every policy, every (dividing) warm-up and both by_epoch modes."""
-import math
-
 import pytest
 
 from minimm.mmcv import HOOKS
-from mmcv_probe import make_optimizer, record
+from mmcv_probe import cos_anneal, make_optimizer, record, step_closed_form
 
 E, B = 3, 4
 
@@ -31,18 +29,12 @@ def test_momentum_matches_mmcv_reference_values(cfg, expected):
     assert [round(m, 6) for m in momenta] == expected
 
 
-def cos_anneal(start, end, f):
-    return end + (start - end) * (1 + math.cos(math.pi * f)) / 2
-
-
 def regular_momentum(policy, kw, base, p, P):
     target = kw.get('min_momentum') if kw.get('min_momentum_ratio') is None \
         else base * kw['min_momentum_ratio']
     if policy == 'step':
-        steps = kw['step']
-        n = p // steps if isinstance(steps, int) else sum(p >= s for s in steps)
-        m = base * kw.get('gamma', 0.5) ** n
-        return m if kw.get('min_momentum') is None else max(m, kw['min_momentum'])
+        return step_closed_form(base, p, kw['step'], kw.get('gamma', 0.5),
+                                kw.get('min_momentum'))
     if policy == 'CosineAnnealing':
         return cos_anneal(base, target, p / P)
     return base + (target - base) * p / P  # LinearAnnealing

@@ -2,6 +2,7 @@
 and under torchrun (2 gloo processes), and the DDP wrapper that makes the ranks agree."""
 import glob
 import json
+import logging
 import os
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 from dist_utils import run_distributed, torchrun_train
 from minimm.cli import main
 from minimm.config import Config
+from minimm.mmcv import DistEvalHook, EpochBasedRunner
 from minimm.mmcv.parallel import MMDistributedDataParallel
 from minimm.mmcv.train import is_mmcv_config
 from mmcv_toy import ToyModel, loader
@@ -91,3 +93,18 @@ def test_torchrun_trains_digits_mmcv1_with_two_processes(tmp_path):
     ckpt = torch.load(work_dir / 'epoch_1.pth', weights_only=True)
     assert ckpt['meta']['iter'] == 23
     assert not any(key.startswith('module.') for key in ckpt['state_dict'])
+
+
+def _dist_eval(rank, tmpdir):
+    model = ToyModel()
+    model.bn = torch.nn.BatchNorm1d(1)
+    model.bn.running_mean.fill_(rank + 1.0)
+    runner = EpochBasedRunner(model, logger=logging.getLogger('mmcv-test'), work_dir=tmpdir)
+    hook = DistEvalHook(loader(n=5, batch_size=2), test_fn=lambda m, d, **kw: None)
+    hook.evaluate = lambda r, results: None
+    hook._do_evaluate(runner)
+    return model.bn.running_mean.item()
+
+
+def test_dist_eval_hook_broadcasts_batchnorm_statistics_from_rank0(tmp_path):
+    assert run_distributed(_dist_eval, tmp_path, str(tmp_path)) == [1.0, 1.0]

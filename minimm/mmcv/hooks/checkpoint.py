@@ -15,6 +15,14 @@ from minimm.dist import all_reduce_params, master_only
 from .hook import HOOKS, Hook
 
 
+def resolve_out_dir(out_dir, work_dir: str) -> str:
+    """MMCV 1.7's rule: no ``out_dir`` means the work dir; another folder gets a subfolder named
+    after the work dir (``out_dir/basename(work_dir)``)."""
+    if not out_dir:
+        return work_dir
+    return out_dir if out_dir == work_dir else osp.join(out_dir, osp.basename(work_dir))
+
+
 @HOOKS.register_module()
 class CheckpointHook(Hook):
     """Args are MMCV 1.7's; ``**kwargs`` (``filename_tmpl``, ``create_symlink``, ``meta``) go to
@@ -30,10 +38,7 @@ class CheckpointHook(Hook):
         self.sync_buffer, self.args = sync_buffer, kwargs
 
     def before_run(self, runner) -> None:
-        if not self.out_dir:
-            self.out_dir = runner.work_dir
-        elif self.out_dir != runner.work_dir:
-            self.out_dir = osp.join(self.out_dir, osp.basename(runner.work_dir))
+        self.out_dir = resolve_out_dir(self.out_dir, runner.work_dir)
         runner.logger.info(f'Checkpoints will be saved to {self.out_dir} by HardDiskBackend.')
         self.args.setdefault('create_symlink', True)
 

@@ -16,26 +16,24 @@ evaluation first makes the logger hooks log. The greater/less rule is minimm's s
 import os
 import os.path as osp
 import warnings
-from math import inf
 
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from minimm.dist import broadcast
-from minimm.hooks.checkpoint_hook import infer_rule
+from minimm.hooks.checkpoint_hook import CheckpointHook as _SaveBest, infer_rule
 
 from ..test import multi_gpu_test, single_gpu_test
+from .checkpoint import resolve_out_dir
 from .hook import Hook
 
 
 class EvalHook(Hook):
     """Evaluate every ``interval`` epochs/iterations from ``start``; optionally save the best."""
 
-    rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
-    init_value_map = {'greater': -inf, 'less': inf}
-    _default_greater_keys = ['acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'mDice', 'mIoU',
-                             'mAcc', 'aAcc']
-    _default_less_keys = ['loss']
+    # The comparison rules and default key lists are MMEngine's CheckpointHook's (the same values).
+    rule_map, init_value_map = _SaveBest.rule_map, _SaveBest.init_value_map
+    _default_greater_keys, _default_less_keys = _SaveBest._default_greater_keys, _SaveBest._default_less_keys
 
     def __init__(self, dataloader, start=None, interval=1, by_epoch=True, save_best=None,
                  rule=None, test_fn=None, greater_keys=None, less_keys=None, out_dir=None,
@@ -81,12 +79,10 @@ class EvalHook(Hook):
             self.compare_func = self.rule_map[rule]
 
     def before_run(self, runner) -> None:
-        if not self.out_dir:
-            self.out_dir = runner.work_dir
-        elif self.out_dir != runner.work_dir:
-            self.out_dir = osp.join(self.out_dir, osp.basename(runner.work_dir))
-            runner.logger.info(f'The best checkpoint will be saved to {self.out_dir} by '
-                               'HardDiskBackend')
+        out_dir = resolve_out_dir(self.out_dir, runner.work_dir)
+        if out_dir != runner.work_dir:
+            runner.logger.info(f'The best checkpoint will be saved to {out_dir} by HardDiskBackend')
+        self.out_dir = out_dir
         if self.save_best is not None:
             if runner.meta is None:
                 warnings.warn('runner.meta is None. Creating an empty one.')

@@ -1,32 +1,22 @@
 """MMCV 1.x's learning-rate updater hooks: ``lr_config=dict(policy='step', step=[8, 11], ...)``.
 
-``register_training_hooks`` turns ``policy='step'`` into ``StepLrUpdaterHook``. Each hook writes
-``group['lr']`` for every param group before each train epoch (``by_epoch=True``) or iteration, as
-a closed form of the group's starting lr ``base`` and the progress ``p`` of ``P``:
-
-    Fixed            base                      Step     base * gamma ** (steps passed)
-    Exp              base * gamma ** p         Poly     (base - min_lr) * (1 - p/P) ** power + min_lr
-    Inv              base * (1 + gamma * p) ** -power
-    CosineAnnealing  cosine from base to min_lr (or base * min_lr_ratio)
-    FlatCosineAnnealing  flat, then cosine over the last (1 - start_percent) of the run
-    CosineRestart    cosine restarted at the end of each of ``periods``
-    LinearAnnealing  straight line from base to the minimum
-    Cyclic, OneCycle per-iteration cycles (see their classes)
-
-A warm-up (``warmup='linear'|'constant'|'exp'``, ``warmup_iters``, ``warmup_ratio``, in epochs if
-``warmup_by_epoch``) multiplies the regular lr by a factor going from ``warmup_ratio`` to 1. The
-shared engine is ``param_updater.py``; the annealing formulas are the ones the MMEngine-style
-schedulers use. Left out compared with MMCV 1.7: nothing.
+``register_training_hooks`` turns ``policy='step'`` into ``StepLrUpdaterHook``, which writes
+``group['lr']`` of every group before each train epoch (``by_epoch=True``) or iteration, a closed
+form of the group's starting lr and the progress (epochs or iterations). A warm-up
+(``warmup='linear'|'constant'|'exp'``, ``warmup_iters``, ``warmup_ratio``, in epochs if
+``warmup_by_epoch``) multiplies it by a factor rising from ``warmup_ratio`` to 1. The engine is
+``param_updater.py``, the formulas minimm's shared ones. Left out compared with MMCV 1.7: nothing.
 """
 import numbers
 
 from minimm.optim.scheduler.formulas import (ANNEAL_FUNCS, annealing_cos, annealing_linear,
-                                             annealing_target, format_param, one_cycle_phase,
-                                             one_cycle_phase_ends, period_index)
+                                             annealing_target, cyclic_value, format_param,
+                                             one_cycle_phase, one_cycle_phase_ends, period_index,
+                                             step_decay)
 
 from .hook import HOOKS
 from .param_updater import (CyclicPolicy, ParamUpdaterHook, check_one_cycle, check_one_target,
-                            check_step, step_value)
+                            check_step)
 
 
 class LrUpdaterHook(ParamUpdaterHook):
@@ -69,7 +59,7 @@ class StepLrUpdaterHook(LrUpdaterHook):
         super().__init__(**kwargs)
 
     def get_lr(self, runner, base_lr):
-        return step_value(base_lr, self.progress(runner)[0], self.step, self.gamma, self.min_lr)
+        return step_decay(base_lr, self.progress(runner)[0], self.step, self.gamma, self.min_lr)
 
 
 @HOOKS.register_module()
@@ -190,7 +180,8 @@ class CyclicLrUpdaterHook(CyclicPolicy, LrUpdaterHook):
         super().__init__(by_epoch, **kwargs)
 
     def get_lr(self, runner, base_lr):
-        return self.cyclic_value(runner, base_lr)
+        return cyclic_value(base_lr, runner.iter, self.max_iter_per_phase, self.phases,
+                            self.gamma, self.anneal_func)
 
 
 @HOOKS.register_module()

@@ -1,21 +1,17 @@
 """MMCV 1.x's momentum updater hooks: ``momentum_config=dict(policy='cyclic', ...)``.
 
-They schedule ``group['momentum']`` (SGD, RMSprop) or ``betas[0]`` (Adam-like optimizers, whose
-``betas[1]`` is kept) with the lr hooks' engine (``param_updater.py``). Policies: Step,
-CosineAnnealing, LinearAnnealing, Cyclic and OneCycle; the cyclic and 1cycle momentum usually
-moves *against* the lr (low momentum while the lr is high).
-
-Warm-up, as MMCV 1.7 does it, *divides* the regular momentum by the factor the lr warm-up
-multiplies by, so a warmed-up momentum starts above its regular value and can exceed 1 (e.g.
-0.9 / 0.5 = 1.8). Left out compared with MMCV 1.7: nothing.
+They schedule ``group['momentum']`` (SGD, RMSprop) or ``betas[0]`` (Adam-like; ``betas[1]`` is
+kept) with the lr hooks' engine (``param_updater.py``). As in MMCV 1.7, a warm-up *divides* the
+regular momentum by the lr warm-up's factor, so it starts above it and can exceed 1 (0.9 / 0.5 =
+1.8). Left out compared with MMCV 1.7: nothing.
 """
 from minimm.optim.scheduler.formulas import (ANNEAL_FUNCS, annealing_cos, annealing_linear,
-                                             annealing_target, format_param, one_cycle_phase,
-                                             one_cycle_phase_ends)
+                                             annealing_target, cyclic_value, format_param,
+                                             one_cycle_phase, one_cycle_phase_ends, step_decay)
 
 from .hook import HOOKS
 from .param_updater import (CyclicPolicy, ParamUpdaterHook, check_one_cycle, check_one_target,
-                            check_step, step_value)
+                            check_step)
 
 
 class MomentumUpdaterHook(ParamUpdaterHook):
@@ -58,7 +54,7 @@ class StepMomentumUpdaterHook(MomentumUpdaterHook):
         super().__init__(**kwargs)
 
     def get_momentum(self, runner, base_momentum):
-        return step_value(base_momentum, self.progress(runner)[0], self.step, self.gamma,
+        return step_decay(base_momentum, self.progress(runner)[0], self.step, self.gamma,
                           self.min_momentum)
 
 
@@ -103,7 +99,8 @@ class CyclicMomentumUpdaterHook(CyclicPolicy, MomentumUpdaterHook):
         super().__init__(by_epoch, **kwargs)
 
     def get_momentum(self, runner, base_momentum):
-        return self.cyclic_value(runner, base_momentum)
+        return cyclic_value(base_momentum, runner.iter, self.max_iter_per_phase, self.phases,
+                            self.gamma, self.anneal_func)
 
 
 @HOOKS.register_module()

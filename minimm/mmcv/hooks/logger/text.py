@@ -15,12 +15,12 @@ import datetime
 import json
 import os
 import os.path as osp
-import shutil
 from collections import OrderedDict
 
 import torch
 import torch.distributed as dist
 
+from ....hooks.logger_hook import copy_logs
 from ....logging.vis_backend import json_default
 from ..hook import HOOKS
 from .base import LoggerHook
@@ -135,16 +135,7 @@ class TextLoggerHook(LoggerHook):
     def after_run(self, runner) -> None:
         if self.out_dir is None:
             return
-        for root, _, files in os.walk(runner.work_dir):
-            for name in files:
-                if not name.endswith(self.out_suffix):
-                    continue
-                local_path = osp.join(root, name)
-                out_path = osp.join(self.out_dir, osp.relpath(local_path, runner.work_dir))
-                os.makedirs(osp.dirname(out_path), exist_ok=True)
-                shutil.copyfile(local_path, out_path)
-                runner.logger.info(f'The file {local_path} has been uploaded to {out_path}.')
-                if not self.keep_local:
-                    os.remove(local_path)
-                    runner.logger.info(f'{local_path} was removed due to the '
-                                       '`self.keep_local=False`')
+        for path in copy_logs(runner.work_dir, self.out_dir, self.out_suffix, runner.logger):
+            if not self.keep_local:
+                os.remove(path)
+                runner.logger.info(f'{path} was removed due to the `self.keep_local=False`')
