@@ -63,7 +63,14 @@ setup(
     package_data={'minimm': ['configs/*.py', 'dataset/data/*']},
     include_package_data=True,
     install_requires=['torch>=2.1', 'numpy', 'ninja'],
-    extras_require={'test': ['pytest', 'hypothesis']},
+    # The logging services are optional: each backend imports its package on first use.
+    # plot: `minimm plot`, `minimm plot-lr` and the tutorials' pictures (the tests redraw them).
+    extras_require={
+        'test': ['pytest', 'hypothesis', 'tensorboard', 'matplotlib'],
+        'tensorboard': ['tensorboard'],
+        'loggers': ['tensorboard', 'wandb', 'mlflow-skinny', 'neptune', 'dvclive', 'clearml'],
+        'plot': ['matplotlib'],
+    },
     entry_points={'console_scripts': ['minimm=minimm.cli:main']},
     ext_modules=ext_modules,
     cmdclass=cmdclass,

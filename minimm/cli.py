@@ -7,8 +7,12 @@
                        [--cfg-options k=v ...]
     minimm info                      # versions, devices, which native backend is active and why
     minimm bench overhead|ema|pack|ema-hook [options]
+    minimm plot WORK_DIR [--out PNG]  # loss, LR and validation metrics of a run (needs matplotlib)
+    minimm plot-lr CONFIG [--out PNG] # the LR/momentum schedule of a config, without training
 
 ``train`` and ``test`` are MMEngine's ``tools/train.py`` and ``tools/test.py`` in one command.
+``train`` also runs MMCV 1.x configs (``runner``/``lr_config``/``optimizer_config``/``workflow``
+keys) on ``minimm.mmcv``'s classic runner, as MMDetection 2.x's ``tools/train.py`` did.
 """
 import argparse
 import importlib
@@ -19,6 +23,7 @@ from typing import List, Optional
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook'}
+PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr'}
 
 
 def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[str]]):
@@ -52,8 +57,13 @@ def _trusted(load_from) -> dict:
 
 def cmd_train(args) -> None:
     from .dist import destroy_dist
+    from .mmcv.train import is_mmcv_config, train_from_cfg
     from .runner import Runner
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
+    if is_mmcv_config(cfg):  # an MMCV 1.x config: the classic runner and hooks
+        train_from_cfg(cfg, launcher=args.launcher, resume=args.resume)
+        destroy_dist()
+        return
     if args.resume == 'auto':
         cfg['resume'] = True
     elif args.resume is not None:
@@ -106,6 +116,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         # Each benchmark parses its own options (so `minimm bench ema --help` shows them).
         importlib.import_module(BENCHMARKS[argv[1]]).main(argv[2:])
         return
+    if argv and argv[0] in PLOTS:  # these parse their own options too
+        importlib.import_module(PLOTS[argv[0]]).main(argv[1:])
+        return
     parser = argparse.ArgumentParser(prog='minimm', description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
 
@@ -128,6 +141,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     bench = sub.add_parser('bench', help='benchmarks; `minimm bench NAME --help` for options')
     bench.add_argument('name', choices=sorted(BENCHMARKS))
+    sub.add_parser('plot', help="draw a run's loss, LR and metrics; `minimm plot --help`")
+    sub.add_parser('plot-lr', help="draw a config's LR schedule; `minimm plot-lr --help`")
 
     args = parser.parse_args(argv)
     {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}[args.command](args)

@@ -35,3 +35,20 @@ def run_distributed(fn, tmp_path, *args, world_size: int = 2, backend: str = 'gl
     mp.spawn(_worker, args=(world_size, free_port(), out_dir, fn, args, backend), nprocs=world_size)
     return [torch.load(os.path.join(out_dir, f'rank{r}.pt'), weights_only=False)
             for r in range(world_size)]
+
+
+def torchrun_train(config: str, work_dir, cfg_options, cwd, nproc: int = 2):
+    """Run ``minimm train CONFIG --launcher pytorch`` under torchrun with ``nproc`` CPU processes;
+    fail with the output tail if it fails."""
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', str(nproc),
+               '--master_addr', '127.0.0.1', '--master_port', str(free_port()),
+               '-m', 'minimm.cli', 'train', config, '--launcher', 'pytorch',
+               '--work-dir', str(work_dir), '--cfg-options', *cfg_options]
+    # The reference ops (same numbers): the test is about the launch, not the native build, which
+    # fresh processes would otherwise wait for when the extension cache is stale.
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=repo, MINIMM_NO_EXT='1')
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -2,12 +2,10 @@
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import torch
 
-from dist_utils import free_port
+from dist_utils import torchrun_train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_ema.py')
@@ -15,16 +13,7 @@ CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_ema.py')
 
 def test_torchrun_trains_the_demo_config_writing_files_on_rank0_only(tmp_path):
     work_dir = tmp_path / 'work'
-    command = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
-               '--master_addr', '127.0.0.1', '--master_port', str(free_port()),
-               '-m', 'minimm.cli', 'train', CONFIG, '--launcher', 'pytorch',
-               '--work-dir', str(work_dir), '--cfg-options', 'train_cfg.max_epochs=1']
-    # The reference ops (same numbers): the test is about the launch, not the native build, which
-    # two fresh processes would otherwise wait for when the extension cache is stale.
-    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO, MINIMM_NO_EXT='1')
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    torchrun_train(CONFIG, work_dir, ['train_cfg.max_epochs=1'], cwd=tmp_path)
 
     # One text log, written by rank 0 alone: each logged line appears once (two writers
     # appending to the same file would double them).

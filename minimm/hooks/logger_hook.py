@@ -27,7 +27,7 @@ import os.path as osp
 import shutil
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -145,22 +145,29 @@ class LoggerHook(Hook):
         runner.visualizer.close()
         if self.out_dir is None:
             return
-        copied = []
-        for root, _, files in os.walk(runner.log_dir):
-            for filename in sorted(files):
-                if not filename.endswith(self.out_suffix):
-                    continue
-                local_path = osp.join(root, filename)
-                out_path = osp.join(self.out_dir, osp.relpath(local_path, runner.log_dir))
-                os.makedirs(osp.dirname(out_path), exist_ok=True)
-                shutil.copyfile(local_path, out_path)
-                copied.append(local_path)
-                runner.logger.info(f'The file {local_path} has been uploaded to {out_path}.')
+        copied = copy_logs(runner.log_dir, self.out_dir, self.out_suffix, runner.logger)
         if not self.keep_local:
             runner.logger.info(f'The local log files were removed due to keep_local=False. You '
                                f'can check the running logs in {self.out_dir}')
             for path in copied:
                 os.remove(path)
+
+
+def copy_logs(src_dir: str, out_dir: str, suffix, logger) -> List[str]:
+    """Copy the files of ``src_dir`` whose names end with ``suffix`` to the same relative paths
+    under ``out_dir`` (MMEngine's and MMCV's "upload" of the logs); return the copied paths."""
+    copied = []
+    for root, _, files in os.walk(src_dir):
+        for filename in sorted(files):
+            if not filename.endswith(suffix):
+                continue
+            local_path = osp.join(root, filename)
+            out_path = osp.join(out_dir, osp.relpath(local_path, src_dir))
+            os.makedirs(osp.dirname(out_path), exist_ok=True)
+            shutil.copyfile(local_path, out_path)
+            copied.append(local_path)
+            logger.info(f'The file {local_path} has been uploaded to {out_path}.')
+    return copied
 
 
 def _json_friendly(value):

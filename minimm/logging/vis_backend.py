@@ -8,12 +8,13 @@ write (``force_init_env``), so building one costs nothing and non-writing ranks 
 ``LocalVisBackend`` appends one JSON object per call, ``{"loss": 0.12, ..., "step": 10}``, to
 ``save_dir/scalars.json`` and, when ``file_path`` is given, also to ``save_dir/file_path`` (the
 ``{timestamp}.json`` log). The Visualizer passes ``save_dir = log_dir/vis_data``.
-``TensorboardVisBackend`` needs the optional ``tensorboard`` package and says so on first use.
+``TensorboardVisBackend`` needs the optional ``tensorboard`` package and says so on first use. The
+experiment-tracking services (W&B, MLflow, Neptune, DVCLive, ClearML) are in tracking_backends.py.
 
-Left out compared with MMEngine: images, graphs, histograms, and the WandB/MLflow/ClearML/Neptune/
-DVCLive/Aim backends.
+Left out compared with MMEngine: images, graphs, histograms, and the Aim backend.
 """
 import functools
+import importlib
 import json
 import os
 import os.path as osp
@@ -39,7 +40,16 @@ def force_init_env(method: Callable) -> Callable:
     return wrapper
 
 
-def _json_default(obj: Any) -> Any:
+def import_optional(module: str, backend: str, pip_name: Optional[str] = None) -> Any:
+    """Import an optional package a backend needs, or say which ``pip install`` brings it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f'{backend} needs the {module} package: run '
+                          f'"pip install {pip_name or module}"') from e
+
+
+def json_default(obj: Any) -> Any:
     """Make numpy values, tensors and sets JSON-serialisable (``json.dump``'s ``default``)."""
     if isinstance(obj, (np.ndarray, torch.Tensor)):
         return obj.tolist()
@@ -161,7 +171,7 @@ class LocalVisBackend(BaseVisBackend):
         f = self._files.get(file_path)
         if f is None:
             f = self._files[file_path] = open(file_path, 'a')
-        f.write(json.dumps(value_dict, default=_json_default) + '\n')
+        f.write(json.dumps(value_dict, default=json_default) + '\n')
         f.flush()
 
     def close(self) -> None:
@@ -179,11 +189,8 @@ class TensorboardVisBackend(BaseVisBackend):
     """
 
     def _init_env(self) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as e:
-            raise ImportError('TensorboardVisBackend needs the tensorboard package: '
-                              'run "pip install tensorboard"') from e
+        import_optional('tensorboard', 'TensorboardVisBackend')
+        from torch.utils.tensorboard import SummaryWriter
         os.makedirs(self._save_dir, exist_ok=True)
         self._tensorboard = SummaryWriter(self._save_dir)
 

@@ -16,12 +16,9 @@ import math
 from typing import List, Optional, Sequence
 
 from ...registry import PARAM_SCHEDULERS
+from .formulas import annealing_target, period_index
 from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
-
-
-def _eta_min(eta_min: Optional[float], eta_min_ratio: Optional[float], base_value: float) -> float:
-    return eta_min if eta_min_ratio is None else base_value * eta_min_ratio
 
 
 def _cosine_step(value: float, eta_min: float, t: int, period: int) -> float:
@@ -55,7 +52,7 @@ class CosineAnnealingParamScheduler(_ParamScheduler):
             return self._current_values()
         values = []
         for base_value, value in zip(self.base_values, self._current_values()):
-            eta_min = _eta_min(self.eta_min, self.eta_min_ratio, base_value)
+            eta_min = annealing_target(self.eta_min, self.eta_min_ratio, base_value)
             if (self.last_step - 1 - self.T_max) % (2 * self.T_max) == 0:
                 # The previous step sat at the bottom (cos = -1): climb by the first step's amount.
                 values.append(value + (base_value - eta_min)
@@ -89,17 +86,8 @@ class CosineRestartParamScheduler(_ParamScheduler):
         super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
                          by_epoch=by_epoch, verbose=verbose)
 
-    @staticmethod
-    def get_position_from_periods(iteration: int,
-                                  cumulative_periods: List[int]) -> Optional[int]:
-        """Index of the period ``iteration`` falls in, or None after the last one."""
-        for i, period_end in enumerate(cumulative_periods):
-            if iteration < period_end:
-                return i
-        return None
-
     def _get_value(self):
-        idx = self.get_position_from_periods(self.last_step, self.cumulative_periods)
+        idx = period_index(self.last_step, self.cumulative_periods)
         if idx is None:  # past the last period: leave the value where it ended
             return self._current_values()
         period_start = 0 if idx == 0 else self.cumulative_periods[idx - 1]
@@ -109,7 +97,7 @@ class CosineRestartParamScheduler(_ParamScheduler):
             if step == 0:
                 values.append(base_value * self.restart_weights[idx])
             else:
-                eta_min = _eta_min(self.eta_min, self.eta_min_ratio, base_value)
+                eta_min = annealing_target(self.eta_min, self.eta_min_ratio, base_value)
                 values.append(_cosine_step(value, eta_min, step, self.periods[idx]))
         return values
 

@@ -10,26 +10,13 @@ computed from the phase's start and end values, which it stores in the groups as
 Its ``state_dict()`` holds ``anneal_strategy`` (the string) where MMEngine's holds ``anneal_func``
 (the function itself), so the checkpoint loads with ``torch.load(weights_only=True)``.
 """
-import math
 from typing import List, Optional, Sequence, Union
 
 from ...registry import PARAM_SCHEDULERS
+from .formulas import (ANNEAL_FUNCS, check_anneal_strategy, format_param, one_cycle_phase,
+                       one_cycle_phase_ends)
 from .mixins import LRSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
-
-
-def _annealing_cos(start: float, end: float, pct: float) -> float:
-    """Cosine anneal from ``start`` to ``end`` as ``pct`` goes from 0 to 1."""
-    cos_out = math.cos(math.pi * pct) + 1
-    return end + (start - end) / 2.0 * cos_out
-
-
-def _annealing_linear(start: float, end: float, pct: float) -> float:
-    """Linearly anneal from ``start`` to ``end`` as ``pct`` goes from 0 to 1."""
-    return (end - start) * pct + start
-
-
-ANNEAL_FUNCS = {'cos': _annealing_cos, 'linear': _annealing_linear}
 
 
 @PARAM_SCHEDULERS.register_module()
@@ -63,9 +50,7 @@ class OneCycleParamScheduler(_ParamScheduler):
             raise ValueError(f'Expected positive integer total_steps, but got {total_steps}')
         if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
             raise ValueError(f'Expected float between 0 and 1 pct_start, but got {pct_start}')
-        if anneal_strategy not in ANNEAL_FUNCS:
-            raise ValueError('anneal_strategy must be one of "cos" or "linear", '
-                             f'instead got {anneal_strategy!r}')
+        check_anneal_strategy(anneal_strategy)
         self.eta_max = eta_max
         self.total_steps = total_steps
         self.div_factor = div_factor
@@ -74,7 +59,7 @@ class OneCycleParamScheduler(_ParamScheduler):
         self._schedule_phases = self._make_phases(pct_start, total_steps, three_phase)
 
         if last_step == -1:
-            max_values = self._format_param(optimizer, eta_max)
+            max_values = format_param('eta_max', optimizer, eta_max)
             for group, max_value in zip(optimizer.param_groups, max_values):
                 group['initial_lr'] = max_value / div_factor
                 group['max_lr'] = max_value
@@ -85,29 +70,12 @@ class OneCycleParamScheduler(_ParamScheduler):
     @staticmethod
     def _make_phases(pct_start: float, total_steps: int, three_phase: bool) -> List[dict]:
         """Each phase: the step it ends at and the group keys it anneals from and to."""
-        climb_end = float(pct_start * total_steps) - 1
+        keys = [('initial_lr', 'max_lr'), ('max_lr', 'min_lr')]
         if three_phase:
-            return [
-                dict(end_step=climb_end, start_lr='initial_lr', end_lr='max_lr'),
-                dict(end_step=float(2 * pct_start * total_steps) - 2, start_lr='max_lr',
-                     end_lr='initial_lr'),
-                dict(end_step=total_steps - 1, start_lr='initial_lr', end_lr='min_lr'),
-            ]
-        return [
-            dict(end_step=climb_end, start_lr='initial_lr', end_lr='max_lr'),
-            dict(end_step=total_steps - 1, start_lr='max_lr', end_lr='min_lr'),
-        ]
-
-    @staticmethod
-    def _format_param(optimizer: OptimizerType,
-                      param: Union[float, Sequence[float]]) -> List[float]:
-        """One value per parameter group."""
-        n = len(optimizer.param_groups)
-        if isinstance(param, (list, tuple)):
-            if len(param) != n:
-                raise ValueError(f'expected {n} values for eta_max, got {len(param)}')
-            return list(param)
-        return [param] * n
+            keys = [('initial_lr', 'max_lr'), ('max_lr', 'initial_lr'), ('initial_lr', 'min_lr')]
+        ends = one_cycle_phase_ends(pct_start, total_steps, three_phase)
+        return [dict(end_step=end, start_lr=start_key, end_lr=end_key)
+                for end, (start_key, end_key) in zip(ends, keys)]
 
     def _get_value(self):
         step_num = self.last_step
@@ -115,17 +83,10 @@ class OneCycleParamScheduler(_ParamScheduler):
             raise ValueError(f'Tried to step {step_num + 1} times. '
                              f'The specified number of total steps is {self.total_steps}')
         anneal = ANNEAL_FUNCS[self.anneal_strategy]
-        values = []
-        for group in self.optimizer.param_groups:
-            start_step = 0
-            for i, phase in enumerate(self._schedule_phases):
-                end_step = phase['end_step']
-                if step_num <= end_step or i == len(self._schedule_phases) - 1:
-                    pct = (step_num - start_step) / (end_step - start_step)
-                    values.append(anneal(group[phase['start_lr']], group[phase['end_lr']], pct))
-                    break
-                start_step = end_step
-        return values
+        idx, pct = one_cycle_phase(step_num, [p['end_step'] for p in self._schedule_phases])
+        phase = self._schedule_phases[idx]
+        return [anneal(group[phase['start_lr']], group[phase['end_lr']], pct)
+                for group in self.optimizer.param_groups]
 
 
 @PARAM_SCHEDULERS.register_module()

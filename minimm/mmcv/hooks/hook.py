@@ -1,0 +1,111 @@
+"""Hook and HOOKS as MMCV 1.x had them: 10 stages, and every method takes only ``runner``.
+
+Compare with ``minimm/hooks/hook.py`` (MMEngine): there, stages receive ``batch_idx``,
+``data_batch`` and ``outputs`` as arguments; here a hook reads them from the runner
+(``runner.data_batch``, ``runner.outputs``, ``runner.log_buffer``). MMCV also has fewer stages:
+no ``before_train``/``before_val``, no test stages, no checkpoint stages.
+
+The train and val variants of each epoch/iter stage *funnel* into one generic method, so a hook
+that overrides only ``after_epoch`` runs after train **and** val epochs (which is why MMCV's
+``SyncBuffersHook`` also fires after validation). The base class has no ``priority``: it is set on
+the instance by ``BaseRunner.register_hook``.
+
+``HOOKS`` is a registry of its own, separate from ``minimm.registry.HOOKS``: the two worlds' hooks
+cannot be mixed, as MMCV's and MMEngine's could not. Left out compared with MMCV 1.7: nothing of
+the class; ``is_method_overridden`` is minimm's shared one.
+"""
+from typing import List
+
+from minimm.hooks.hook import is_method_overridden
+from minimm.registry import Registry
+
+from ..builder import build_from_cfg
+
+HOOKS = Registry('hook', build_func=build_from_cfg)
+
+
+class Hook:
+    """Base MMCV hook: every stage is a no-op; the train/val stages call the generic ones."""
+
+    stages = ('before_run', 'before_train_epoch', 'before_train_iter', 'after_train_iter',
+              'after_train_epoch', 'before_val_epoch', 'before_val_iter', 'after_val_iter',
+              'after_val_epoch', 'after_run')
+
+    def before_run(self, runner) -> None:
+        pass
+
+    def after_run(self, runner) -> None:
+        pass
+
+    # The generic methods: override these to act in train and val alike.
+    def before_epoch(self, runner) -> None:
+        pass
+
+    def after_epoch(self, runner) -> None:
+        pass
+
+    def before_iter(self, runner) -> None:
+        pass
+
+    def after_iter(self, runner) -> None:
+        pass
+
+    # The stages the runners call, each funnelled into a generic method.
+    def before_train_epoch(self, runner) -> None:
+        self.before_epoch(runner)
+
+    def before_val_epoch(self, runner) -> None:
+        self.before_epoch(runner)
+
+    def after_train_epoch(self, runner) -> None:
+        self.after_epoch(runner)
+
+    def after_val_epoch(self, runner) -> None:
+        self.after_epoch(runner)
+
+    def before_train_iter(self, runner) -> None:
+        self.before_iter(runner)
+
+    def before_val_iter(self, runner) -> None:
+        self.before_iter(runner)
+
+    def after_train_iter(self, runner) -> None:
+        self.after_iter(runner)
+
+    def after_val_iter(self, runner) -> None:
+        self.after_iter(runner)
+
+    # Helpers (MMCV's signatures: they read the counters from the runner; n <= 0 is never).
+    def every_n_epochs(self, runner, n: int) -> bool:
+        return (runner.epoch + 1) % n == 0 if n > 0 else False
+
+    def every_n_inner_iters(self, runner, n: int) -> bool:
+        return (runner.inner_iter + 1) % n == 0 if n > 0 else False
+
+    def every_n_iters(self, runner, n: int) -> bool:
+        return (runner.iter + 1) % n == 0 if n > 0 else False
+
+    def end_of_epoch(self, runner) -> bool:
+        return runner.inner_iter + 1 == len(runner.data_loader)
+
+    def is_last_epoch(self, runner) -> bool:
+        return runner.epoch + 1 == runner._max_epochs
+
+    def is_last_iter(self, runner) -> bool:
+        return runner.iter + 1 == runner._max_iters
+
+    def get_triggered_stages(self) -> List[str]:
+        """The stages this hook's class overrides, directly or through a generic method, in
+        ``Hook.stages`` order (as MMCV 1.7; an instance attribute such as ClosureHook's never
+        counts, because only the class is inspected)."""
+        funnels = {
+            'before_epoch': ('before_train_epoch', 'before_val_epoch'),
+            'after_epoch': ('after_train_epoch', 'after_val_epoch'),
+            'before_iter': ('before_train_iter', 'before_val_iter'),
+            'after_iter': ('after_train_iter', 'after_val_iter'),
+        }
+        triggered = {s for s in Hook.stages if is_method_overridden(s, Hook, self)}
+        for generic, stages in funnels.items():
+            if is_method_overridden(generic, Hook, self):
+                triggered.update(stages)
+        return [s for s in Hook.stages if s in triggered]

@@ -1,0 +1,55 @@
+"""WandbLoggerHook: MMCV 1.x's Weights & Biases logger, through minimm's ``WandbVisBackend``.
+
+Logs ``get_loggable_tags`` at step ``runner.iter + 1`` (or, with ``with_step=False``, adds it as
+``global_step``); after the run, uploads the work dir's log files as an artifact. W&B files go to
+the work dir (MMCV: the current folder). ``init_kwargs=dict(mode='offline')`` stays local.
+"""
+import os
+import os.path as osp
+import warnings
+
+from ....logging.tracking_backends import WandbVisBackend
+from ..hook import HOOKS
+from .base import BackendLoggerHook
+
+
+@HOOKS.register_module()
+class WandbLoggerHook(BackendLoggerHook):
+
+    def __init__(self, init_kwargs=None, interval: int = 10, ignore_last: bool = True,
+                 reset_flag: bool = False, commit: bool = True, by_epoch: bool = True,
+                 with_step: bool = True, log_artifact: bool = True,
+                 out_suffix=('.log.json', '.log', '.py'), define_metric_cfg=None):
+        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        self.init_kwargs, self.commit, self.with_step = init_kwargs, commit, with_step
+        self.log_artifact, self.out_suffix = log_artifact, out_suffix
+        for metric, summary in (define_metric_cfg or {}).items():
+            if summary not in ('min', 'max', 'mean', 'best', 'last', 'none'):
+                warnings.warn(f'summary should be in min/max/mean/best/last/none, not {summary}')
+        self.define_metric_cfg = define_metric_cfg
+
+    def make_backend(self, runner):
+        return WandbVisBackend(runner.work_dir, self.init_kwargs, self.define_metric_cfg,
+                               self.commit)
+
+    def log(self, runner) -> None:
+        tags = self.get_loggable_tags(runner)
+        if runner.rank != 0 or not tags:
+            return
+        if self.with_step:
+            self.backend.experiment.log(tags, step=self.get_iter(runner), commit=self.commit)
+        else:
+            tags['global_step'] = self.get_iter(runner)
+            self.backend.add_scalars(tags)
+
+    def after_run(self, runner) -> None:
+        if runner.rank == 0 and self.log_artifact:
+            wandb = self.backend.experiment
+            artifact = wandb.Artifact(name='artifacts', type='model')
+            for root, _, files in os.walk(runner.work_dir):
+                for name in files:
+                    if name.endswith(self.out_suffix) and not root.startswith(
+                            osp.join(runner.work_dir, 'wandb')):
+                        artifact.add_file(osp.join(root, name))
+            wandb.log_artifact(artifact)
+        super().after_run(runner)

@@ -1,0 +1,231 @@
+"""MMCV 1.x's learning-rate updater hooks: ``lr_config=dict(policy='step', step=[8, 11], ...)``.
+
+``register_training_hooks`` turns ``policy='step'`` into ``StepLrUpdaterHook``, which writes
+``group['lr']`` of every group before each train epoch (``by_epoch=True``) or iteration, a closed
+form of the group's starting lr and the progress (epochs or iterations). A warm-up
+(``warmup='linear'|'constant'|'exp'``, ``warmup_iters``, ``warmup_ratio``, in epochs if
+``warmup_by_epoch``) multiplies it by a factor rising from ``warmup_ratio`` to 1. The engine is
+``param_updater.py``, the formulas minimm's shared ones. Left out compared with MMCV 1.7: nothing.
+"""
+import numbers
+
+from minimm.optim.scheduler.formulas import (ANNEAL_FUNCS, annealing_cos, annealing_linear,
+                                             annealing_target, cyclic_value, format_param,
+                                             one_cycle_phase, one_cycle_phase_ends, period_index,
+                                             step_decay)
+
+from .hook import HOOKS
+from .param_updater import (CyclicPolicy, ParamUpdaterHook, check_one_cycle, check_one_target,
+                            check_step)
+
+
+class LrUpdaterHook(ParamUpdaterHook):
+    """Base of the lr hooks: subclasses implement ``get_lr(runner, base_lr)`` (as MMCV 1.7)."""
+
+    initial_key = 'initial_lr'
+    warmup_types_text = '"constant", "linear" and "exp"'
+
+    def read(self, group: dict) -> float:
+        return group['lr']
+
+    def write(self, group: dict, value: float) -> None:
+        group['lr'] = value
+
+    def warm(self, value: float, factor: float) -> float:
+        return value * factor
+
+    def get_value(self, runner, base: float) -> float:
+        return self.get_lr(runner, base)
+
+    def get_lr(self, runner, base_lr: float) -> float:
+        raise NotImplementedError
+
+
+@HOOKS.register_module()
+class FixedLrUpdaterHook(LrUpdaterHook):
+    """Keep the starting lr (useful with a warm-up)."""
+
+    def get_lr(self, runner, base_lr):
+        return base_lr
+
+
+@HOOKS.register_module()
+class StepLrUpdaterHook(LrUpdaterHook):
+    """Multiply by ``gamma`` every ``step`` epochs/iters, or at each milestone of a list."""
+
+    def __init__(self, step, gamma: float = 0.1, min_lr=None, **kwargs):
+        check_step(step)
+        self.step, self.gamma, self.min_lr = step, gamma, min_lr
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        return step_decay(base_lr, self.progress(runner)[0], self.step, self.gamma, self.min_lr)
+
+
+@HOOKS.register_module()
+class ExpLrUpdaterHook(LrUpdaterHook):
+
+    def __init__(self, gamma: float, **kwargs):
+        self.gamma = gamma
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        return base_lr * self.gamma**self.progress(runner)[0]
+
+
+@HOOKS.register_module()
+class PolyLrUpdaterHook(LrUpdaterHook):
+
+    def __init__(self, power: float = 1., min_lr: float = 0., **kwargs):
+        self.power, self.min_lr = power, min_lr
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.progress(runner)
+        coeff = (1 - progress / max_progress)**self.power
+        return (base_lr - self.min_lr) * coeff + self.min_lr
+
+
+@HOOKS.register_module()
+class InvLrUpdaterHook(LrUpdaterHook):
+
+    def __init__(self, gamma: float, power: float = 1., **kwargs):
+        self.gamma, self.power = gamma, power
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        return base_lr * (1 + self.gamma * self.progress(runner)[0])**(-self.power)
+
+
+class _AnnealLrUpdaterHook(LrUpdaterHook):
+    """An lr annealed towards ``min_lr`` or ``base_lr * min_lr_ratio`` (exactly one given)."""
+
+    def __init__(self, min_lr=None, min_lr_ratio=None, **kwargs):
+        check_one_target(min_lr, min_lr_ratio)
+        self.min_lr, self.min_lr_ratio = min_lr, min_lr_ratio
+        super().__init__(**kwargs)
+
+    def target(self, base_lr: float) -> float:
+        return annealing_target(self.min_lr, self.min_lr_ratio, base_lr)
+
+
+@HOOKS.register_module()
+class CosineAnnealingLrUpdaterHook(_AnnealLrUpdaterHook):
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.progress(runner)
+        return annealing_cos(base_lr, self.target(base_lr), progress / max_progress)
+
+
+@HOOKS.register_module()
+class LinearAnnealingLrUpdaterHook(_AnnealLrUpdaterHook):
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.progress(runner)
+        return annealing_linear(base_lr, self.target(base_lr), progress / max_progress)
+
+
+@HOOKS.register_module()
+class FlatCosineAnnealingLrUpdaterHook(_AnnealLrUpdaterHook):
+    """Keep the starting lr for ``start_percent`` of the run, then cosine-anneal."""
+
+    def __init__(self, start_percent: float = 0.75, min_lr=None, min_lr_ratio=None, **kwargs):
+        if not isinstance(start_percent, float) or not 0 <= start_percent <= 1:
+            raise ValueError('expected float between 0 and 1 start_percent, but got '
+                             f'{start_percent}')
+        self.start_percent = start_percent
+        super().__init__(min_lr, min_lr_ratio, **kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.progress(runner)
+        start = round(max_progress * self.start_percent)  # Python's round: half to even
+        if progress < start:
+            return base_lr
+        return annealing_cos(base_lr, self.target(base_lr),
+                             (progress - start) / (max_progress - start))
+
+
+@HOOKS.register_module()
+class CosineRestartLrUpdaterHook(_AnnealLrUpdaterHook):
+    """Cosine annealing restarted after each of ``periods``, from ``restart_weights[i] * base``."""
+
+    def __init__(self, periods, restart_weights=[1], min_lr=None, min_lr_ratio=None, **kwargs):
+        assert len(periods) == len(restart_weights), \
+            'periods and restart_weights should have the same length.'
+        self.periods, self.restart_weights = periods, restart_weights
+        super().__init__(min_lr, min_lr_ratio, **kwargs)
+        self.cumulative_periods = [sum(periods[0:i + 1]) for i in range(len(periods))]
+
+    def get_lr(self, runner, base_lr):
+        progress = self.progress(runner)[0]
+        idx = period_index(progress, self.cumulative_periods)
+        if idx is None:
+            raise ValueError(f'Current iteration {progress} exceeds '
+                             f'cumulative_periods {self.cumulative_periods}')
+        nearest_restart = 0 if idx == 0 else self.cumulative_periods[idx - 1]
+        alpha = min((progress - nearest_restart) / self.periods[idx], 1)
+        return annealing_cos(base_lr, self.target(base_lr), alpha, self.restart_weights[idx])
+
+
+@HOOKS.register_module()
+class CyclicLrUpdaterHook(CyclicPolicy, LrUpdaterHook):
+    """Cyclic lr (Smith, "Cyclical Learning Rates"): per iteration only."""
+
+    def __init__(self, by_epoch: bool = False, target_ratio=(10, 1e-4), cyclic_times: int = 1,
+                 step_ratio_up: float = 0.4, anneal_strategy: str = 'cos', gamma: float = 1,
+                 **kwargs):
+        self.init_cyclic(by_epoch, target_ratio, cyclic_times, step_ratio_up, anneal_strategy,
+                         gamma)
+        assert 0 < gamma <= 1, '"gamma" must be in range (0, 1]'
+        super().__init__(by_epoch, **kwargs)
+
+    def get_lr(self, runner, base_lr):
+        return cyclic_value(base_lr, runner.iter, self.max_iter_per_phase, self.phases,
+                            self.gamma, self.anneal_func)
+
+
+@HOOKS.register_module()
+class OneCycleLrUpdaterHook(LrUpdaterHook):
+    """The 1cycle policy: climb from ``max_lr / div_factor`` to ``max_lr`` over ``pct_start`` of
+    ``total_steps`` (default ``runner.max_iters``), then anneal to ``initial / final_div_factor``
+    (``three_phase``: come back to the initial lr first). Per iteration only."""
+
+    def __init__(self, max_lr, total_steps=None, pct_start: float = 0.3,
+                 anneal_strategy: str = 'cos', div_factor: float = 25,
+                 final_div_factor: float = 1e4, three_phase: bool = False, **kwargs):
+        check_one_cycle(kwargs, pct_start, anneal_strategy)
+        if not isinstance(max_lr, (numbers.Number, list, dict)):
+            raise ValueError(f'the type of max_lr must be the one of list or dict, but got '
+                             f'{type(max_lr)}')
+        if total_steps is not None and not isinstance(total_steps, int):
+            raise ValueError(f'the type of total_steps must be int, but got {type(total_steps)}')
+        self._max_lr, self.total_steps, self.pct_start = max_lr, total_steps, pct_start
+        self.anneal_func = ANNEAL_FUNCS[anneal_strategy]
+        self.div_factor, self.final_div_factor = div_factor, final_div_factor
+        self.three_phase = three_phase
+        super().__init__(**kwargs)
+
+    def before_run(self, runner):
+        # Not the base before_run: the starting lr comes from max_lr, not from the optimizer.
+        total_steps = runner.max_iters if self.total_steps is None else self.total_steps
+        if total_steps < runner.max_iters:
+            raise ValueError('The total steps must be greater than or equal to max iterations '
+                             f'{runner.max_iters} of runner, but total steps is {total_steps}.')
+
+        def record(name, optimizer):
+            base_lrs = [lr / self.div_factor for lr in format_param(name, optimizer, self._max_lr)]
+            for group, lr in zip(optimizer.param_groups, base_lrs):
+                group.setdefault('initial_lr', lr)
+            return base_lrs
+        self.base_values = self.per_optimizer(runner, record)
+        self.phase_ends = one_cycle_phase_ends(self.pct_start, total_steps, self.three_phase)
+        # Multipliers of the starting lr at each phase's start and end.
+        self.phase_mults = [(1, self.div_factor), (self.div_factor, 1 / self.final_div_factor)]
+        if self.three_phase:
+            self.phase_mults = [(1, self.div_factor), (self.div_factor, 1),
+                                (1, 1 / self.final_div_factor)]
+
+    def get_lr(self, runner, base_lr):
+        idx, pct = one_cycle_phase(runner.iter, self.phase_ends)
+        start_mult, end_mult = self.phase_mults[idx]
+        return self.anneal_func(base_lr * start_mult, base_lr * end_mult, pct)

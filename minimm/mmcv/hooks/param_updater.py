@@ -1,0 +1,171 @@
+"""The engine of MMCV 1.x's LrUpdaterHook and MomentumUpdaterHook, written once for both.
+
+MMCV 1.7 writes the two bases out twice; they differ only in the group key they write, the
+starting value they record (``initial_lr``/``initial_momentum``) and how a warm-up factor applies
+(lr times it, momentum divided by it): three small methods here. The schedule itself:
+
+* ``before_run`` records each group's starting value with ``setdefault`` (so a resumed optimizer
+  keeps the first run's) as ``base_values``; for a dict of optimizers (GANs) every list of values
+  becomes a dict ``name -> list``.
+* ``by_epoch=True``: the regular values are computed at ``before_train_epoch``; a warm-up (in
+  iterations) scales them until iteration ``warmup_iters`` writes them unscaled.
+* ``by_epoch=False``: the regular values are recomputed before every iteration.
+
+A policy implements ``get_value(runner, base)`` (``get_lr``/``get_momentum``); the formulas are
+minimm's shared ones. Left out compared with MMCV 1.7: MMCV's per-kind names for the same things
+(``base_lr``, ``regular_lr``, ``get_regular_lr``...) are ``base_values``, ``regular_values``...
+"""
+from typing import Callable, List, Optional, Tuple, Union
+
+from minimm.optim.scheduler.formulas import ANNEAL_FUNCS, check_anneal_strategy, warmup_factor
+
+from .hook import Hook
+
+Values = Union[List[float], dict]
+
+
+class ParamUpdaterHook(Hook):
+    """Schedule one hyper-parameter of every param group (base of the LR and momentum hooks)."""
+
+    initial_key = ''  # the group key of the starting value: 'initial_lr', 'initial_momentum'
+    warmup_types_text = ''  # how the error for an unknown warm-up lists the valid ones
+
+    def __init__(self, by_epoch: bool = True, warmup: Optional[str] = None, warmup_iters: int = 0,
+                 warmup_ratio: float = 0.1, warmup_by_epoch: bool = False):
+        if warmup is not None:
+            if warmup not in ('constant', 'linear', 'exp'):
+                raise ValueError(f'"{warmup}" is not a supported type for warming up, valid '
+                                 f'types are {self.warmup_types_text}')
+            assert warmup_iters > 0, '"warmup_iters" must be a positive integer'
+            assert 0 < warmup_ratio <= 1.0, '"warmup_ratio" must be in range (0,1]'
+        self.by_epoch, self.warmup, self.warmup_ratio = by_epoch, warmup, warmup_ratio
+        self.warmup_iters, self.warmup_by_epoch = warmup_iters, warmup_by_epoch
+        if warmup_by_epoch:  # known in iterations once the first epoch shows the loader length
+            self.warmup_epochs, self.warmup_iters = warmup_iters, None
+        self.base_values: Values = []
+        self.regular_values: Values = []
+
+    def read(self, group: dict) -> float:
+        raise NotImplementedError
+
+    def write(self, group: dict, value: float) -> None:
+        raise NotImplementedError
+
+    def warm(self, value: float, factor: float) -> float:
+        raise NotImplementedError
+
+    def get_value(self, runner, base: float) -> float:
+        """The policy: the regular value of a group whose starting value is ``base``."""
+        raise NotImplementedError
+
+    def progress(self, runner) -> Tuple[int, int]:
+        """``(epoch, max_epochs)`` if ``by_epoch`` else ``(iter, max_iters)``."""
+        return (runner.epoch, runner.max_epochs) if self.by_epoch else \
+            (runner.iter, runner.max_iters)
+
+    @staticmethod
+    def per_optimizer(runner, fn: Callable):
+        """``fn(name, optimizer)`` for each optimizer of a dict (a dict of results), or for the
+        single one, named by its class (how MMCV's ``format_param`` looks it up)."""
+        if isinstance(runner.optimizer, dict):
+            return {name: fn(name, opt) for name, opt in runner.optimizer.items()}
+        return fn(type(runner.optimizer).__name__, runner.optimizer)
+
+    @staticmethod
+    def map_values(fn: Callable, values: Values) -> Values:
+        if isinstance(values, dict):
+            return {name: [fn(v) for v in group_values] for name, group_values in values.items()}
+        return [fn(v) for v in values]
+
+    def set_values(self, runner, values: Values) -> None:
+        def write_all(name, optimizer):
+            own = values[name] if isinstance(runner.optimizer, dict) else values
+            for group, value in zip(optimizer.param_groups, own):
+                self.write(group, value)
+        self.per_optimizer(runner, write_all)
+
+    def get_regular_values(self, runner) -> Values:
+        return self.map_values(lambda base: self.get_value(runner, base), self.base_values)
+
+    def get_warmup_values(self, cur_iters: int) -> Values:
+        factor = warmup_factor(self.warmup, cur_iters, self.warmup_iters, self.warmup_ratio)
+        return self.map_values(lambda value: self.warm(value, factor), self.regular_values)
+
+    def before_run(self, runner) -> None:
+        def record(name, optimizer):
+            for group in optimizer.param_groups:
+                group.setdefault(self.initial_key, self.read(group))
+            return [group[self.initial_key] for group in optimizer.param_groups]
+        self.base_values = self.per_optimizer(runner, record)
+
+    def before_train_epoch(self, runner) -> None:
+        if self.warmup_iters is None:
+            self.warmup_iters = self.warmup_epochs * len(runner.data_loader)
+        if self.by_epoch:
+            self.regular_values = self.get_regular_values(runner)
+            self.set_values(runner, self.regular_values)
+
+    def before_train_iter(self, runner) -> None:
+        cur_iter = runner.iter
+        # None here: warmup_by_epoch on a runner without train epochs (IterBasedRunner).
+        assert isinstance(self.warmup_iters, int), 'warmup_iters is not known yet'
+        if not self.by_epoch:
+            self.regular_values = self.get_regular_values(runner)
+        if self.warmup is not None and cur_iter < self.warmup_iters:
+            self.set_values(runner, self.get_warmup_values(cur_iter))
+        elif not self.by_epoch or (self.warmup is not None and cur_iter == self.warmup_iters):
+            # by_epoch: the epoch's value is already written, except right after a warm-up.
+            self.set_values(runner, self.regular_values)
+
+
+def check_one_target(min_value, min_ratio) -> None:
+    assert (min_value is None) ^ (min_ratio is None), \
+        'exactly one of the minimum value and the minimum ratio must be given'
+
+
+def check_step(step) -> None:
+    if isinstance(step, list):
+        assert all(isinstance(s, int) and s > 0 for s in step), 'steps must be positive ints'
+    elif isinstance(step, int):
+        assert step > 0, 'step must be a positive int'
+    else:
+        raise TypeError('"step" must be a list or integer')
+
+
+def check_one_cycle(kwargs: dict, pct_start: float, anneal_strategy: str) -> None:
+    """OneCycle hooks run per iteration (``by_epoch`` defaults to, and must be, False)."""
+    assert not kwargs.setdefault('by_epoch', False), 'currently only support "by_epoch" = False'
+    if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
+        raise ValueError(f'Expected float between 0 and 1 pct_start, but got {pct_start}')
+    check_anneal_strategy(anneal_strategy)
+
+
+class CyclicPolicy:
+    """The arguments and phases of MMCV's cyclic policy (lr and momentum alike): each of
+    ``cyclic_times`` cycles climbs from the base value to ``base * target_ratio[0]`` over
+    ``step_ratio_up`` of the cycle, then anneals to ``base * target_ratio[1]``."""
+
+    def init_cyclic(self, by_epoch: bool, target_ratio, cyclic_times: int, step_ratio_up: float,
+                    anneal_strategy: str, gamma: float) -> None:
+        if isinstance(target_ratio, float):
+            target_ratio = (target_ratio, target_ratio / 1e5)
+        elif not isinstance(target_ratio, tuple):
+            raise ValueError('target_ratio should be either float or tuple, got '
+                             f'{type(target_ratio)}')
+        elif len(target_ratio) == 1:
+            target_ratio = (target_ratio[0], target_ratio[0] / 1e5)
+        assert len(target_ratio) == 2, '"target_ratio" must be list or tuple of two floats'
+        assert 0 <= step_ratio_up < 1.0, '"step_ratio_up" must be in range [0,1)'
+        check_anneal_strategy(anneal_strategy)
+        assert not by_epoch, 'currently only support "by_epoch" = False'
+        self.target_ratio, self.cyclic_times = target_ratio, cyclic_times
+        self.step_ratio_up, self.gamma = step_ratio_up, gamma
+        self.anneal_func = ANNEAL_FUNCS[anneal_strategy]
+        self.max_iter_per_phase, self.phases = None, []
+
+    def before_run(self, runner) -> None:
+        super().before_run(runner)
+        self.max_iter_per_phase = runner.max_iters // self.cyclic_times
+        iter_up_phase = int(self.step_ratio_up * self.max_iter_per_phase)
+        self.phases.append([0, iter_up_phase, 1, self.target_ratio[0]])
+        self.phases.append([iter_up_phase, self.max_iter_per_phase, *self.target_ratio])

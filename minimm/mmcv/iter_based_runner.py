@@ -1,0 +1,135 @@
+"""IterBasedRunner: MMCV 1.x's iteration loop, over endless ``IterLoader`` s.
+
+``run(data_loaders, workflow)`` with ``[('train', n), ('val', m)]`` alternates ``n`` train and
+``m`` val *iterations* until ``max_iters``. There are no epoch stages: the loop calls the hooks'
+generic ``before_epoch`` once at the start and ``after_epoch`` once at the end, so hooks that act
+in ``before_train_epoch`` (the by-epoch LR/momentum updaters, EMAHook's swap) never do here.
+
+MMCV 1.7's quirks are kept: ``epoch`` lags one iteration behind a loader wrap; val calls
+``val_step(batch)`` without the optimizer and its ``log_vars`` are averaged into the next train
+log line; ``iter_N.pth`` records ``iter = N - 1``; ``resume`` sets ``inner_iter = iter`` and keeps
+the runner's ``meta``. Left out: the 2-second sleeps at loader wraps.
+"""
+import warnings
+
+import torch
+
+from .base_runner import BaseRunner
+from .builder import RUNNERS
+from .epoch_based_runner import check_workflow, phase_method, save_runner_checkpoint
+from .hooks.iter_timer import IterTimerHook
+
+
+class IterLoader:
+    """An endless iterator over a DataLoader; ``epoch`` counts the wraps."""
+
+    def __init__(self, dataloader):
+        self._dataloader = dataloader
+        self.iter_loader = iter(dataloader)
+        self._epoch = 0
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def __next__(self):
+        try:
+            return next(self.iter_loader)
+        except StopIteration:
+            self._epoch += 1
+            if hasattr(self._dataloader.sampler, 'set_epoch'):
+                self._dataloader.sampler.set_epoch(self._epoch)
+            self.iter_loader = iter(self._dataloader)
+            return next(self.iter_loader)
+
+    def __len__(self) -> int:
+        return len(self._dataloader)
+
+
+@RUNNERS.register_module()
+class IterBasedRunner(BaseRunner):
+    """Train by iterations; see the module docstring. Arguments: :class:`BaseRunner`'s."""
+
+    def _step(self, iter_loader, mode: str, step, **kwargs) -> None:
+        """One train or val iteration: fetch, ``before_*_iter``, ``step``, ``after_*_iter``."""
+        self.mode, self.data_loader = mode, iter_loader
+        if mode == 'train':
+            self._epoch = iter_loader.epoch  # read before fetching: lags a wrap by one iteration
+        self.data_batch = next(iter_loader)
+        self.call_hook(f'before_{mode}_iter')
+        outputs = step(self.data_batch, **kwargs)
+        if not isinstance(outputs, dict):
+            raise TypeError('model.train_step() and model.val_step() must return a dict')
+        if 'log_vars' in outputs:
+            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
+        self.outputs = outputs
+        self.call_hook(f'after_{mode}_iter')
+        del self.data_batch
+        self._inner_iter += 1
+
+    def train(self, data_loader, **kwargs) -> None:
+        self.model.train()
+        self._step(data_loader, 'train', lambda batch, **kw: self.model.train_step(
+            batch, self.optimizer, **kw), **kwargs)
+        self._iter += 1
+
+    @torch.no_grad()
+    def val(self, data_loader, **kwargs) -> None:
+        self.model.eval()
+        self._step(data_loader, 'val', self.model.val_step, **kwargs)  # no optimizer, as MMCV
+
+    def run(self, data_loaders, workflow, max_iters=None, **kwargs) -> None:
+        """Run ``workflow`` (e.g. ``[('train', 10), ('val', 1)]``) until ``max_iters``."""
+        check_workflow(data_loaders, workflow)
+        if max_iters is not None:
+            warnings.warn('setting max_iters in run is deprecated, please set max_iters in '
+                          'runner_config', DeprecationWarning)
+            self._max_iters = max_iters
+        assert self._max_iters is not None, 'max_iters must be specified during instantiation'
+        self._log_start('iters', workflow, self._max_iters)
+        self.call_hook('before_run')
+        iter_loaders = [IterLoader(loader) for loader in data_loaders]
+        self.call_hook('before_epoch')
+        while self.iter < self._max_iters:
+            for i, (mode, iters) in enumerate(workflow):
+                self._inner_iter = 0
+                iter_runner = phase_method(self, mode, 'a workflow')
+                for _ in range(iters):
+                    if mode == 'train' and self.iter >= self._max_iters:
+                        break
+                    iter_runner(iter_loaders[i], **kwargs)
+        self.call_hook('after_epoch')
+        self.call_hook('after_run')
+
+    def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location='default') -> None:
+        """Restore weights, optimizer(s), ``epoch``, ``iter`` and ``inner_iter = iter``; the
+        runner's ``meta`` is kept. As MMCV 1.7, ``map_location='default'`` means the current GPU."""
+        if map_location == 'default' and not torch.cuda.is_available():
+            raise RuntimeError("IterBasedRunner.resume maps to the current GPU by default (as "
+                               "MMCV 1.7); without CUDA pass map_location='cpu'")
+        self._load_for_resume(checkpoint, map_location, resume_optimizer)
+        self._inner_iter = self._iter
+        self.logger.info(f'resumed from epoch: {self.epoch}, iter {self.iter}')
+
+    def save_checkpoint(self, out_dir: str, filename_tmpl: str = 'iter_{}.pth', meta=None,
+                        save_optimizer: bool = True, create_symlink: bool = True) -> None:
+        """Write ``out_dir/iter_{iter+1}.pth`` (note the argument order, MMCV's) and ``latest.pth``."""
+        save_runner_checkpoint(self, out_dir, filename_tmpl.format(self.iter + 1), save_optimizer,
+                               meta, create_symlink)
+
+    def register_training_hooks(self, lr_config, optimizer_config=None, checkpoint_config=None,
+                                log_config=None, momentum_config=None, custom_hooks_config=None) -> None:
+        """As the base method, but lr, checkpoint and logger hooks default to ``by_epoch=False``
+        (momentum does not, as in MMCV 1.7) and the timer is always an ``IterTimerHook``."""
+        if checkpoint_config is not None:
+            checkpoint_config.setdefault('by_epoch', False)
+        if lr_config is not None:
+            lr_config.setdefault('by_epoch', False)
+        if log_config is not None:
+            for info in log_config['hooks']:
+                info.setdefault('by_epoch', False)
+        super().register_training_hooks(
+            lr_config=lr_config, optimizer_config=optimizer_config,
+            checkpoint_config=checkpoint_config, log_config=log_config,
+            momentum_config=momentum_config, timer_config=IterTimerHook(),
+            custom_hooks_config=custom_hooks_config)

@@ -1,0 +1,106 @@
+"""Training from an MMCV 1.x config, the way MMDetection 2.x's ``train_detector`` did.
+
+An MMCV 1.x config describes the run with ``model``, ``data`` (``samples_per_gpu``,
+``workers_per_gpu``, ``train``, ``val``), ``optimizer``, ``optimizer_config``, ``lr_config``,
+``momentum_config``, ``checkpoint_config``, ``log_config``, ``evaluation``, ``custom_hooks``,
+``runner``, ``workflow``, ``resume_from`` and ``load_from``. :func:`train_model` builds the model,
+the data loaders and the optimizer, builds the runner, registers the hooks with
+``register_training_hooks`` (plus ``EvalHook``/``DistEvalHook`` at ``'LOW'``), and runs the
+workflow. :func:`is_mmcv_config` is how ``minimm train`` tells such a config from an MMEngine one.
+
+Left out compared with MMDetection 2.x: ``auto_scale_lr``, group samplers, ``fp16`` dicts other
+than ``fp16=dict(loss_scale=...)``, and per-GPU device placement (one device per process).
+"""
+import os.path as osp
+import time
+
+import torch
+from torch.utils.data import DataLoader
+
+from minimm.dataset import DefaultSampler
+from minimm.dist import get_dist_info, init_dist
+from minimm.logging import MMLogger
+from minimm.randomness import set_random_seed
+from minimm.registry import DATASETS, MODELS, OPTIMIZERS
+
+from . import digits  # noqa: F401 (registers the MMCV-style digits model and dataset)
+from .builder import build_runner
+from .hooks import DistEvalHook, DistSamplerSeedHook, EvalHook, Fp16OptimizerHook
+from .iter_based_runner import IterBasedRunner
+from .parallel import MMDistributedDataParallel
+
+MMCV_KEYS = ('runner', 'lr_config', 'optimizer_config', 'workflow')
+
+
+def is_mmcv_config(cfg) -> bool:
+    """True for an MMCV 1.x config: it has one of ``runner``, ``lr_config``, ``optimizer_config``
+    or ``workflow`` (MMEngine configs use ``train_cfg``/``optim_wrapper``/``param_scheduler``)."""
+    return any(key in cfg for key in MMCV_KEYS)
+
+
+def build_dataloader(dataset, samples_per_gpu: int, workers_per_gpu: int, shuffle: bool,
+                     distributed: bool, seed=None) -> DataLoader:
+    """One process's loader; distributed runs deal the samples round-robin over the ranks."""
+    sampler = DefaultSampler(dataset, shuffle=shuffle, seed=seed) if distributed else None
+    return DataLoader(dataset, batch_size=samples_per_gpu, num_workers=workers_per_gpu,
+                      sampler=sampler, shuffle=shuffle and not distributed)
+
+
+def train_model(cfg, distributed: bool = False, validate: bool = True) -> object:
+    """Build everything ``cfg`` describes and run its workflow; return the runner."""
+    timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+    logger = MMLogger.get_instance(f'mmcv_{timestamp}', log_file=osp.join(
+        osp.abspath(cfg.work_dir), f'{timestamp}.log'), log_level=cfg.get('log_level', 'INFO'))
+    seed = set_random_seed(cfg.get('seed'))
+    model = MODELS.build(cfg.model)
+    data = cfg.data
+    datasets = [DATASETS.build(data.train)] + ([DATASETS.build(data.val)]
+                                               if len(cfg.workflow) == 2 else [])
+    loaders = [build_dataloader(ds, data.samples_per_gpu, data.workers_per_gpu, True, distributed,
+                                seed) for ds in datasets]
+    if distributed:
+        model = MMDistributedDataParallel(model.cuda() if torch.cuda.is_available() else model,
+                                          device_ids=[torch.cuda.current_device()]
+                                          if torch.cuda.is_available() else None)
+    elif torch.cuda.is_available():
+        model = model.cuda()
+    optimizer = OPTIMIZERS.build(dict(cfg.optimizer, params=model.parameters()))
+    meta = dict(seed=seed, exp_name=osp.basename(cfg.filename or 'config'))
+    runner = build_runner(cfg.runner, default_args=dict(
+        model=model, optimizer=optimizer, work_dir=cfg.work_dir, logger=logger, meta=meta))
+    runner.timestamp = timestamp  # the .log and .log.json files share one name
+    optimizer_config = cfg.get('optimizer_config')
+    if cfg.get('fp16') is not None:
+        optimizer_config = Fp16OptimizerHook(**(optimizer_config or {}), **cfg.fp16,
+                                             distributed=distributed)
+    runner.register_training_hooks(cfg.lr_config, optimizer_config, cfg.get('checkpoint_config'),
+                                   cfg.get('log_config'), cfg.get('momentum_config'),
+                                   custom_hooks_config=cfg.get('custom_hooks'))
+    if distributed and not isinstance(runner, IterBasedRunner):
+        runner.register_hook(DistSamplerSeedHook())
+    if validate and data.get('val') is not None:
+        val_loader = build_dataloader(DATASETS.build(data.val), data.get('val_samples_per_gpu', 1),
+                                      data.workers_per_gpu, False, distributed)
+        eval_cfg = dict(cfg.get('evaluation', {}), by_epoch=not isinstance(runner, IterBasedRunner))
+        hook_cls = DistEvalHook if distributed else EvalHook
+        runner.register_hook(hook_cls(val_loader, **eval_cfg), priority='LOW')
+    if cfg.get('resume_from'):
+        runner.resume(cfg.resume_from, map_location='cpu')
+    elif cfg.get('load_from'):
+        runner.load_checkpoint(cfg.load_from)
+    runner.run(loaders, cfg.workflow)
+    return runner
+
+
+def train_from_cfg(cfg, launcher: str = 'none', resume=None) -> object:
+    """What ``minimm train CONFIG`` does for an MMCV 1.x config. ``resume='auto'`` resumes from
+    ``work_dir/latest.pth`` when it exists; a path resumes from that file."""
+    if resume == 'auto':
+        latest = osp.join(cfg.work_dir, 'latest.pth')
+        resume = latest if osp.exists(latest) else None
+    if resume is not None:
+        cfg['resume_from'] = resume
+    if launcher != 'none':
+        init_dist(launcher, **cfg.get('dist_params', {}))
+    distributed = get_dist_info()[1] > 1 or launcher != 'none'
+    return train_model(cfg, distributed=distributed)
