@@ -56,7 +56,8 @@ class BaseMetric(metaclass=ABCMeta):
             raise ValueError('`collect_dir` could only be configured when `collect_device=cpu`')
         if collect_device not in ('cpu', 'gpu'):
             raise ValueError(f"collect_device must be 'cpu' or 'gpu', got {collect_device!r}")
-        self._dataset_meta: Optional[dict] = None
+        # The dataset's ``metainfo`` (class names...), set by the Evaluator.
+        self.dataset_meta: Optional[dict] = None
         self.collect_device = collect_device
         self.collect_dir = collect_dir
         self.results: List[Any] = []
@@ -64,15 +65,6 @@ class BaseMetric(metaclass=ABCMeta):
         if self.prefix is None:
             print_log(f'The prefix is not set in metric class {type(self).__name__}.',
                       logger='current', level=logging.WARNING)
-
-    @property
-    def dataset_meta(self) -> Optional[dict]:
-        """The dataset's ``metainfo`` (class names...), set by the Evaluator."""
-        return self._dataset_meta
-
-    @dataset_meta.setter
-    def dataset_meta(self, dataset_meta: dict) -> None:
-        self._dataset_meta = dataset_meta
 
     @abstractmethod
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
