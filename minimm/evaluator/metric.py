@@ -85,13 +85,12 @@ class BaseMetric(metaclass=ABCMeta):
                       'processed results are properly added into `self.results` in `process` '
                       'method.', logger='current', level=logging.WARNING)
         results = collect_results(self.results, size)
+        metrics = None  # computed on rank 0, then broadcast
         if is_main_process():
             metrics = self.compute_metrics(_to_cpu(results))
             if self.prefix:
                 metrics = {f'{self.prefix}/{k}': v for k, v in metrics.items()}
-            box = [metrics]
-        else:
-            box = [None]
+        box = [metrics]
         if is_distributed():
             torch_dist.broadcast_object_list(box, src=0)
         self.results.clear()

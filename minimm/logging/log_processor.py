@@ -256,8 +256,7 @@ class LogProcessor:
 
     @staticmethod
     def _get_dataloader_size(runner, mode: str) -> int:
-        loop = {'train': 'train_loop', 'val': 'val_loop', 'test': 'test_loop'}[mode]
-        return len(getattr(runner, loop).dataloader)
+        return len(getattr(runner, f'{mode}_loop').dataloader)
 
     @staticmethod
     def _get_max_memory(runner) -> int:
