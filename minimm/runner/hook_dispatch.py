@@ -98,13 +98,14 @@ class HookDispatchMixin:
             self.register_custom_hooks(custom_hooks)
 
     def _hooks_for(self, fn_name: str) -> list:
-        """The (hook, bound method) pairs to call for ``fn_name``, computed once per stage.
+        """The (hook, bound method) pairs to call for ``fn_name``, computed once per stage (and
+        again after ``runner.hooks`` changed, which one list comparison detects).
 
         For the standard stages only hooks that override the stage (directly or through a funnel
         such as ``_after_iter``) are listed, so a stage no hook uses costs one dict lookup. Any
         other name is dispatched as MMEngine does, to every hook that has such an attribute.
         """
-        if self._dispatch_hooks != self._hooks:  # ``runner.hooks`` was edited: recompute
+        if self._dispatch_hooks != self._hooks:
             self._dispatch.clear()
             self._dispatch_hooks = list(self._hooks)
         methods = self._dispatch.get(fn_name)
