@@ -104,15 +104,11 @@ class Registry:
         if not (name is None or isinstance(name, str)
                 or (isinstance(name, (list, tuple)) and all(isinstance(n, str) for n in name))):
             raise TypeError(f'name must be None, a str or a list of str, but got {type(name)}')
-        if module is not None:
-            self._register_module(module, name, force)
-            return module
-
         def _register(obj):
             self._register_module(obj, name, force)
             return obj
 
-        return _register
+        return _register if module is None else _register(module)
 
     def not_found_message(self, type_name: str) -> str:
         close = difflib.get_close_matches(type_name, list(self._module_dict), n=3, cutoff=0.6)

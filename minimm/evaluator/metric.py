@@ -56,7 +56,8 @@ class BaseMetric(metaclass=ABCMeta):
             raise ValueError('`collect_dir` could only be configured when `collect_device=cpu`')
         if collect_device not in ('cpu', 'gpu'):
             raise ValueError(f"collect_device must be 'cpu' or 'gpu', got {collect_device!r}")
-        self._dataset_meta: Optional[dict] = None
+        # The dataset's ``metainfo`` (class names...), set by the Evaluator.
+        self.dataset_meta: Optional[dict] = None
         self.collect_device = collect_device
         self.collect_dir = collect_dir
         self.results: List[Any] = []
@@ -64,15 +65,6 @@ class BaseMetric(metaclass=ABCMeta):
         if self.prefix is None:
             print_log(f'The prefix is not set in metric class {type(self).__name__}.',
                       logger='current', level=logging.WARNING)
-
-    @property
-    def dataset_meta(self) -> Optional[dict]:
-        """The dataset's ``metainfo`` (class names...), set by the Evaluator."""
-        return self._dataset_meta
-
-    @dataset_meta.setter
-    def dataset_meta(self, dataset_meta: dict) -> None:
-        self._dataset_meta = dataset_meta
 
     @abstractmethod
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
@@ -93,13 +85,12 @@ class BaseMetric(metaclass=ABCMeta):
                       'processed results are properly added into `self.results` in `process` '
                       'method.', logger='current', level=logging.WARNING)
         results = collect_results(self.results, size)
+        metrics = None  # computed on rank 0, then broadcast
         if is_main_process():
             metrics = self.compute_metrics(_to_cpu(results))
             if self.prefix:
                 metrics = {f'{self.prefix}/{k}': v for k, v in metrics.items()}
-            box = [metrics]
-        else:
-            box = [None]
+        box = [metrics]
         if is_distributed():
             torch_dist.broadcast_object_list(box, src=0)
         self.results.clear()

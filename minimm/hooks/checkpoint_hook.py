@@ -40,6 +40,18 @@ from .metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_M
                            infer_rule)
 
 
+def _key_list(keys, name: str) -> Optional[List[str]]:
+    """None, or ``keys`` (a str or a sequence of distinct str) as a list."""
+    if keys is None:
+        return None
+    keys = [keys] if isinstance(keys, str) else keys
+    if not (isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys)):
+        raise TypeError(f'{name} should be None, a str or a sequence of str, but got {keys!r}')
+    if len(set(keys)) != len(keys):
+        raise ValueError(f'duplicate keys in {name}: {keys}')
+    return list(keys)
+
+
 def _remove(path: str) -> bool:
     if osp.isfile(path):
         os.remove(path)
@@ -71,16 +83,7 @@ class CheckpointHook(Hook):
                  save_begin: int = 0):
         if file_client_args is not None or backend_args is not None:
             raise ValueError('file backends are not supported: checkpoints go to local folders')
-        if isinstance(published_keys, str):
-            published_keys = [published_keys]
-        if published_keys is not None:
-            if not (isinstance(published_keys, (list, tuple))
-                    and all(isinstance(k, str) for k in published_keys)):
-                raise TypeError('published_keys should be None, a str or a sequence of str, '
-                                f'but got {published_keys!r}')
-            if len(set(published_keys)) != len(published_keys):
-                raise ValueError(f'duplicate keys in published_keys: {published_keys}')
-        self.published_keys = published_keys
+        self.published_keys = _key_list(published_keys, 'published_keys')
         if save_begin < 0:
             raise ValueError(f'save_begin should not be less than 0, but got {save_begin}')
         self.interval = interval
@@ -93,18 +96,9 @@ class CheckpointHook(Hook):
         self.save_begin = save_begin
         self.filename_tmpl = filename_tmpl or ('epoch_{}.pth' if by_epoch else 'iter_{}.pth')
 
-        if isinstance(save_best, str):
-            save_best = [save_best]
-        if save_best is not None:
-            if not (isinstance(save_best, (list, tuple)) and all(isinstance(k, str)
-                                                                 for k in save_best)):
-                raise TypeError(f'save_best should be None, a str or a list of str, '
-                                f'but got {save_best!r}')
-            if 'auto' in save_best and len(save_best) != 1:
-                raise ValueError('"auto" must be the only key in save_best')
-            if len(set(save_best)) != len(save_best):
-                raise ValueError(f'duplicate keys in save_best: {save_best}')
-        self.save_best = list(save_best) if save_best is not None else None
+        self.save_best = _key_list(save_best, 'save_best')
+        if self.save_best is not None and 'auto' in self.save_best and len(self.save_best) != 1:
+            raise ValueError('"auto" must be the only key in save_best')
 
         rules = rule if isinstance(rule, (list, tuple)) else [rule]
         if self.save_best is not None and len(rules) not in (1, len(self.save_best)):

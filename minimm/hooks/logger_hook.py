@@ -61,20 +61,16 @@ class LoggerHook(Hook):
                  out_suffix: Union[str, Tuple[str, ...]] = ('.json', '.log', '.py', 'yaml'),
                  keep_local: bool = True, file_client_args: Optional[dict] = None,
                  log_metric_by_epoch: bool = True, backend_args: Optional[dict] = None):
-        if not isinstance(interval, int) or isinstance(interval, bool):
-            raise TypeError(f'interval must be an integer, got {interval!r}')
-        if interval <= 0:
-            raise ValueError(f'interval must be greater than 0, got {interval}')
-        if not isinstance(ignore_last, bool):
-            raise TypeError(f'ignore_last must be a boolean, got {ignore_last!r}')
-        if not isinstance(interval_exp_name, int) or isinstance(interval_exp_name, bool):
-            raise TypeError(f'interval_exp_name must be an integer, got {interval_exp_name!r}')
-        if interval_exp_name <= 0:
-            raise ValueError(f'interval_exp_name must be greater than 0, got {interval_exp_name}')
+        for name, value in (('interval', interval), ('interval_exp_name', interval_exp_name)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f'{name} must be an integer, got {value!r}')
+            if value <= 0:
+                raise ValueError(f'{name} must be greater than 0, got {value}')
+        for name, value in (('ignore_last', ignore_last), ('keep_local', keep_local)):
+            if not isinstance(value, bool):
+                raise TypeError(f'{name} must be a boolean, got {value!r}')
         if out_dir is not None and not isinstance(out_dir, (str, Path)):
             raise TypeError(f'out_dir must be a str or Path object, got {type(out_dir)}')
-        if not isinstance(keep_local, bool):
-            raise TypeError(f'keep_local must be a boolean, got {keep_local!r}')
         if not (isinstance(out_suffix, str) or (isinstance(out_suffix, (tuple, list))
                                                 and all(isinstance(s, str) for s in out_suffix))):
             raise TypeError('out_suffix should be a string or a tuple of strings')

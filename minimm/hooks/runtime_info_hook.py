@@ -62,15 +62,12 @@ class RuntimeInfoHook(Hook):
         self.last_loop_stage = None
 
     def before_train(self, runner) -> None:
-        hub = runner.message_hub
-        hub.update_info('loop_stage', 'train')
-        hub.update_info('epoch', runner.epoch)
-        hub.update_info('iter', runner.iter)
-        hub.update_info('max_epochs', runner.max_epochs)
-        hub.update_info('max_iters', runner.max_iters)
+        runner.message_hub.update_info_dict(dict(
+            loop_stage='train', epoch=runner.epoch, iter=runner.iter,
+            max_epochs=runner.max_epochs, max_iters=runner.max_iters))
         dataset = runner.train_dataloader.dataset
         if hasattr(dataset, 'metainfo'):
-            hub.update_info('dataset_meta', dataset.metainfo)
+            runner.message_hub.update_info('dataset_meta', dataset.metainfo)
 
     def after_train(self, runner) -> None:
         runner.message_hub.pop_info('loop_stage')

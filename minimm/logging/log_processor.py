@@ -176,11 +176,7 @@ class LogProcessor:
     def _collect_scalars(self, custom_cfg: List[dict], runner, mode: str,
                          reserve_prefix: bool = False) -> OrderedDict:
         """Statistics of the ``mode`` scalars: windowed mean or latest value, then custom_cfg."""
-        mode_scalars = OrderedDict()
-        for prefix_key, buffer in runner.message_hub.log_scalars.items():
-            if prefix_key.startswith(mode):
-                key = prefix_key if reserve_prefix else self._remove_prefix(prefix_key, f'{mode}/')
-                mode_scalars[key] = buffer
+        mode_scalars = self._of_mode(runner.message_hub.log_scalars, mode, reserve_prefix)
         tag = OrderedDict()
         for key, buffer in mode_scalars.items():
             if self.mean_pattern.search(key) is not None:
@@ -199,13 +195,14 @@ class LogProcessor:
 
     def _collect_non_scalars(self, runner, mode: str) -> OrderedDict:
         """Runtime info of ``mode`` (e.g. a confusion matrix a metric returned)."""
-        infos = OrderedDict()
-        for prefix_key, value in runner.message_hub.runtime_info.items():
-            if prefix_key.startswith(mode):
-                key = prefix_key if self.log_with_hierarchy \
-                    else self._remove_prefix(prefix_key, f'{mode}/')
-                infos[key] = value
-        return infos
+        return self._of_mode(runner.message_hub.runtime_info, mode, self.log_with_hierarchy)
+
+    def _of_mode(self, entries: dict, mode: str, reserve_prefix: bool) -> OrderedDict:
+        """The entries whose key starts with ``mode``, without the ``mode/`` prefix unless
+        ``reserve_prefix``."""
+        return OrderedDict(
+            (key if reserve_prefix else self._remove_prefix(key, f'{mode}/'), value)
+            for key, value in entries.items() if key.startswith(mode))
 
     def _parse_windows_size(self, runner, batch_idx: int, custom_cfg: List[dict]) -> List[dict]:
         """custom_cfg with ``'epoch'``/``'global'`` window sizes replaced by iteration counts."""
@@ -259,8 +256,7 @@ class LogProcessor:
 
     @staticmethod
     def _get_dataloader_size(runner, mode: str) -> int:
-        loop = {'train': 'train_loop', 'val': 'val_loop', 'test': 'test_loop'}[mode]
-        return len(getattr(runner, loop).dataloader)
+        return len(getattr(runner, f'{mode}_loop').dataloader)
 
     @staticmethod
     def _get_max_memory(runner) -> int:

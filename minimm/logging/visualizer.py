@@ -35,7 +35,7 @@ class Visualizer(ManagerMixin):
                  vis_backends: Optional[List[Union[dict, BaseVisBackend]]] = None,
                  save_dir: Optional[str] = None):
         super().__init__(name)
-        self._dataset_meta: Optional[dict] = None
+        self.dataset_meta: Optional[dict] = None
         self._vis_backends: Dict[str, BaseVisBackend] = {}
         if save_dir is None:
             if vis_backends:
@@ -68,14 +68,6 @@ class Visualizer(ManagerMixin):
         name = name if isinstance(name, str) else getattr(name, '__name__', str(name))
         cfg.setdefault('save_dir', save_dir)
         return name, VISBACKENDS.build(cfg)
-
-    @property
-    def dataset_meta(self) -> Optional[dict]:
-        return self._dataset_meta
-
-    @dataset_meta.setter
-    def dataset_meta(self, dataset_meta: dict) -> None:
-        self._dataset_meta = dataset_meta
 
     def get_backend(self, name: str) -> Optional[BaseVisBackend]:
         """The backend called ``name`` (its type name unless a ``name`` was given), or None."""

@@ -70,10 +70,8 @@ class AmpOptimWrapper(OptimWrapper):
         self.use_fp16_accumulation = use_fp16_accumulation
 
     def _parameter_device_type(self) -> str:
-        for group in self.optimizer.param_groups:
-            for param in group['params']:
-                return param.device.type
-        return 'cpu'
+        return next((param.device.type for group in self.optimizer.param_groups
+                     for param in group['params']), 'cpu')
 
     def backward(self, loss: torch.Tensor, **kwargs) -> None:
         if self.loss_scaler is not None:

@@ -60,11 +60,10 @@ class OptimWrapper:
         # With several parameter groups (e.g. a different lr for the backbone), MMEngine appends
         # one fake group holding the optimizer's defaults, so schedulers update it too and the
         # log shows the "base" lr that the config asked for.
+        self.base_param_settings = None
         if len(optimizer.param_groups) > 1:
-            self.base_param_settings = {'params': torch.tensor([0.0], dtype=torch.float)}
-            self.base_param_settings.update(**optimizer.defaults)
-        else:
-            self.base_param_settings = None
+            self.base_param_settings = {'params': torch.tensor([0.0], dtype=torch.float),
+                                        **optimizer.defaults}
 
     def _parse_clip_grad(self, clip_grad: Optional[dict]) -> Optional[dict]:
         """Pick the clip function from ``clip_grad['type']`` and return the remaining kwargs."""

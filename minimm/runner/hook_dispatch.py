@@ -8,15 +8,15 @@ Read this file top to bottom to learn the whole hook machinery of MMEngine 0.10'
    number is lower or equal, so equal priorities keep registration order, and a default hook runs
    before a custom hook of the same priority.
 3. **Dispatch.** The loops call ``runner.call_hook(stage, **kwargs)``; the hooks that implement
-   that stage run in priority order. The list of hooks per stage is computed once, and any change
-   to ``runner.hooks`` clears it.
+   that stage run in priority order. The list of hooks per stage is computed once, and recomputed
+   after any change to ``runner.hooks``.
 
 Different from MMEngine: priorities are validated when a hook is registered, the caller's hook dict
 is never mutated, and an exception raised inside a hook keeps its class and gains a note naming the
 hook and the stage (MMEngine re-raises a ``TypeError`` as a plain ``TypeError``). Added:
 ``profile_hooks`` (see ``hook_profiler.py``).
 """
-from typing import Callable, Dict, List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 from ..hooks import Hook
 from ..registry import HOOKS
@@ -33,35 +33,13 @@ DEFAULT_HOOKS = dict(
 )
 
 
-class HookList(list):
-    """The registered hooks in call order. Any edit clears the owner's precomputed dispatch, so
-    ``call_hook`` always calls exactly the hooks in this list."""
-
-    def __init__(self, on_change: Callable[[], None]):
-        super().__init__()
-        self._on_change = on_change
-
-
-def _refreshing(name: str) -> Callable:
-    def method(self, *args, **kwargs):
-        result = getattr(list, name)(self, *args, **kwargs)
-        self._on_change()
-        return result
-    method.__name__ = name
-    return method
-
-
-for _name in ('append', 'extend', 'insert', 'remove', 'pop', 'clear', 'sort', 'reverse',
-              '__setitem__', '__delitem__', '__iadd__', '__imul__'):
-    setattr(HookList, _name, _refreshing(_name))
-
-
 class HookDispatchMixin:
     """The Runner's hook methods: ``register_hook(s)``, ``call_hook``, ``get_hooks_info``."""
 
     def _init_hooks(self, profile_hooks: bool = False) -> None:
+        self._hooks: List[Hook] = []
         self._dispatch: Dict[str, list] = {}
-        self._hooks = HookList(on_change=self._dispatch.clear)
+        self._dispatch_hooks: List[Hook] = []  # the hooks ``_dispatch`` was computed for
         self._hook_profiler = HookProfiler() if profile_hooks else None
 
     @property
@@ -93,11 +71,9 @@ class HookDispatchMixin:
         if priority is not None:
             hook_obj.priority = priority
         value = get_priority(hook_obj.priority)
-        index = 0
-        for i in range(len(self._hooks) - 1, -1, -1):
-            if value >= get_priority(self._hooks[i].priority):
-                index = i + 1
-                break
+        index = len(self._hooks)
+        while index and value < get_priority(self._hooks[index - 1].priority):
+            index -= 1
         self._hooks.insert(index, hook_obj)
 
     def register_default_hooks(self, hooks: Optional[dict] = None) -> None:
@@ -122,12 +98,16 @@ class HookDispatchMixin:
             self.register_custom_hooks(custom_hooks)
 
     def _hooks_for(self, fn_name: str) -> list:
-        """The (hook, bound method) pairs to call for ``fn_name``, computed once per stage.
+        """The (hook, bound method) pairs to call for ``fn_name``, computed once per stage (and
+        again after ``runner.hooks`` changed, which one list comparison detects).
 
         For the standard stages only hooks that override the stage (directly or through a funnel
         such as ``_after_iter``) are listed, so a stage no hook uses costs one dict lookup. Any
         other name is dispatched as MMEngine does, to every hook that has such an attribute.
         """
+        if self._dispatch_hooks != self._hooks:
+            self._dispatch.clear()
+            self._dispatch_hooks = list(self._hooks)
         methods = self._dispatch.get(fn_name)
         if methods is None:
             methods = [(hook, getattr(hook, fn_name)) for hook in self._hooks

@@ -28,12 +28,6 @@ def get_priority(priority: Union[int, str, Priority]) -> int:
     Raises ValueError for an int outside [0, 100], KeyError for an unknown name and TypeError for
     anything else.
     """
-    if isinstance(priority, bool):  # bool is an int subclass; True is no priority
-        raise TypeError('priority must be an integer or Priority enum value')
-    if isinstance(priority, int):
-        if priority < 0 or priority > 100:
-            raise ValueError('priority must be between 0 and 100')
-        return priority
     if isinstance(priority, Priority):
         return priority.value
     if isinstance(priority, str):
@@ -42,7 +36,11 @@ def get_priority(priority: Union[int, str, Priority]) -> int:
         except KeyError:
             raise KeyError(f'unknown priority {priority!r}; use one of '
                            f'{[p.name for p in Priority]} or an int in [0, 100]') from None
-    raise TypeError('priority must be an integer or Priority enum value')
+    if not isinstance(priority, int) or isinstance(priority, bool):  # True is no priority
+        raise TypeError('priority must be an integer or Priority enum value')
+    if not 0 <= priority <= 100:
+        raise ValueError('priority must be between 0 and 100')
+    return priority
 
 
 def priority_name(priority: Union[int, str, Priority]) -> str:
