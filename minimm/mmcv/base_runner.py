@@ -1,13 +1,8 @@
 """BaseRunner: what MMCV 1.x's two runners share: state, hooks, checkpoints, learning rates.
 
-A runner holds the model, its optimizer(s) and the counters (``epoch``, ``iter``, ``inner_iter``)
-and calls ``call_hook(stage)``; hooks read and change the runner (``outputs``, ``log_buffer``,
-``optimizer``...). Even the optimizer step is a hook (``OptimizerHook``), unlike MMEngine.
-``register_training_hooks`` turns the classic config keys (``lr_config``, ``optimizer_config``...)
-into hooks at MMCV's priorities, with its naming rule ``policy='step'`` -> ``StepLrUpdaterHook``.
-
-As MMCV 1.7.2, quirks included. Left out: rescaling ``iter`` on resume when the number of GPUs
-changed, and file backends.
+Hooks read and change the runner (``outputs``, ``log_buffer``...); even the optimizer step is a
+hook (``OptimizerHook``), unlike MMEngine. As MMCV 1.7.2, quirks included. Left out: rescaling
+``iter`` on resume when the number of GPUs changed, and file backends.
 """
 import copy
 import getpass
@@ -31,13 +26,8 @@ from .log_buffer import LogBuffer
 
 
 class BaseRunner:
-    """The base of ``EpochBasedRunner`` and ``IterBasedRunner`` (as MMCV 1.7's).
-
-    ``model`` has ``train_step(data_batch, optimizer)``/``val_step`` returning ``dict(loss,
-    log_vars, num_samples)`` (or use the deprecated ``batch_processor(model, data, train_mode)``);
-    ``optimizer`` is an optimizer, a dict of them (as GANs use) or None; ``logger`` is required;
-    ``meta`` goes into every checkpoint; give ``max_epochs`` or ``max_iters``.
-    """
+    """The base of ``EpochBasedRunner`` and ``IterBasedRunner`` (as MMCV 1.7's): ``model`` has
+    ``train_step(data_batch, optimizer)``/``val_step``; ``optimizer`` may be a dict (GANs)."""
 
     def __init__(self, model, batch_processor=None, optimizer=None, work_dir=None, logger=None,
                  meta=None, max_iters=None, max_epochs=None):

@@ -13,11 +13,8 @@ from minimm.registry import Registry
 
 
 def build_from_cfg(cfg: dict, registry: Registry, default_args: Optional[dict] = None) -> Any:
-    """Build ``cfg['type']`` from ``registry`` as MMCV 1.7's ``build_from_cfg`` does.
-
-    ``default_args`` fill keys ``cfg`` lacks; an unknown name raises
-    ``KeyError('{type} is not in the {registry} registry')`` (no suggestions, no parent lookup).
-    """
+    """Build ``cfg['type']`` from ``registry`` as MMCV 1.7's ``build_from_cfg`` does (no name
+    suggestions, no parent lookup)."""
     if not isinstance(cfg, dict):
         raise TypeError(f'cfg must be a dict, but got {type(cfg)}')
     args = dict(cfg)

@@ -1,11 +1,9 @@
 """MMCV 1.x checkpoint files: ``save_checkpoint(model, filename, optimizer, meta)`` and
 ``load_checkpoint(model, filename, ...)``, on minimm's shared checkpoint I/O.
 
-A file holds ``meta`` (with ``mmcv_version`` and ``time``; the runner adds ``epoch``, ``iter`` and
-its own ``meta``), ``state_dict`` and, when given, ``optimizer`` (a dict of state dicts for a dict
-of optimizers). As MMCV 1.7, the saved ``state_dict`` holds **every** buffer, even the
-non-persistent ones ``module.state_dict()`` skips. Different from MMCV: files are written
-atomically and read with ``weights_only=True`` (minimm's shared rules); no URLs or file backends.
+As MMCV 1.7, the saved ``state_dict`` holds **every** buffer, even the non-persistent ones
+``module.state_dict()`` skips. Different from MMCV: files are written atomically and read with
+``weights_only=True`` (minimm's shared rules); no URLs or file backends.
 """
 import time
 from collections import OrderedDict
@@ -49,11 +47,8 @@ def save_checkpoint(model, filename: str, optimizer=None, meta=None) -> None:
 
 def load_checkpoint(model, filename: str, map_location='cpu', strict: bool = False, logger=None,
                     revise_keys=((r'^module.', ''), )) -> dict:
-    """Load ``filename``'s ``state_dict`` into ``model``; return the whole checkpoint dict.
-
-    ``revise_keys`` are ``(pattern, replacement)`` pairs applied to every key (the default strips
-    the ``module.`` prefix of DDP); mismatched keys raise with ``strict`` and are logged otherwise.
-    """
+    """Load ``filename``'s ``state_dict`` into ``model`` (keys revised by ``(pattern,
+    replacement)`` pairs); return the whole checkpoint dict."""
     if logger is not None:
         logger.info(f'load checkpoint from local path: {filename}')
     checkpoint = load_checkpoint_file(filename, map_location=map_location)

@@ -1,12 +1,8 @@
 """EpochBasedRunner: MMCV 1.x's epoch loop, ``run(data_loaders, workflow)``.
 
-A workflow such as ``[('train', 1), ('val', 1)]`` alternates one train epoch and one val epoch
-until ``max_epochs`` train epochs are done. Each iteration is ``before_*_iter`` ->
-``model.train_step(batch, optimizer)`` (or ``val_step``) -> ``after_*_iter``; the step returns
-``dict(loss, log_vars, num_samples)``, and hooks do the rest (the backward pass and the optimizer
-step are ``OptimizerHook``'s).
-
-MMCV 1.7's quirks are kept: a val phase still runs after the last train epoch, ``val`` does not
+A workflow such as ``[('train', 1), ('val', 1)]`` alternates train and val epochs until
+``max_epochs`` train epochs are done; ``train_step`` returns ``dict(loss, log_vars, num_samples)``
+and hooks do the rest. MMCV 1.7's quirks are kept: a val phase still runs after the last train epoch, ``val`` does not
 forward ``**kwargs``, and ``before_train_epoch`` sees the ``inner_iter`` left over from the
 previous phase. Left out: MMCV's 2-second sleeps (they only changed timings).
 """

@@ -1,9 +1,8 @@
 """IterBasedRunner: MMCV 1.x's iteration loop, over endless ``IterLoader`` s.
 
-``run(data_loaders, workflow)`` with ``[('train', n), ('val', m)]`` alternates ``n`` train and
-``m`` val *iterations* until ``max_iters``. There are no epoch stages: the loop calls the hooks'
-generic ``before_epoch`` once at the start and ``after_epoch`` once at the end, so hooks that act
-in ``before_train_epoch`` (the by-epoch LR/momentum updaters, EMAHook's swap) never do here.
+``[('train', n), ('val', m)]`` alternates ``n`` train and ``m`` val *iterations* until
+``max_iters``. There are no epoch stages, only the generic ``before_epoch``/``after_epoch`` once
+around the loop, so ``before_train_epoch`` hooks (by-epoch updaters, EMAHook's swap) never run.
 
 MMCV 1.7's quirks are kept: ``epoch`` lags one iteration behind a loader wrap; val calls
 ``val_step(batch)`` without the optimizer and its ``log_vars`` are averaged into the next train

@@ -1,9 +1,8 @@
 """LogBuffer: the per-iteration value store of MMCV 1.x's runner, and its averaging.
 
-Every train/val step's ``log_vars`` (and the timer's ``time``/``data_time``) are appended here with
-their sample counts; a logger hook asks for the weighted mean of the last ``n`` entries and reads it
-from ``output``. MMEngine replaced this with ``MessageHub`` + ``HistoryBuffer``; this is the MMCV 1.7
-original, complete.
+Each step's ``log_vars`` are appended with their sample counts; logger hooks read the weighted
+mean of the last ``n`` from ``output``. MMEngine replaced this with ``MessageHub`` +
+``HistoryBuffer``; this is the MMCV 1.7 original, complete.
 """
 from collections import OrderedDict
 

@@ -1,8 +1,7 @@
 """MMCV 1.x's hooks. Importing this package registers each of them in ``minimm.mmcv.HOOKS``.
 
-As in ``mmcv/runner/hooks/__init__.py``, the import lines below *are* the registration: each
-module decorates its classes with ``@HOOKS.register_module()``, which runs on import.
-``EvalHook`` and ``DistEvalHook`` are imported but, as in MMCV, not registered.
+The imports below *are* the registration (``@HOOKS.register_module()`` runs on import);
+``EvalHook`` and ``DistEvalHook`` are, as in MMCV, not registered.
 """
 from .hook import HOOKS, Hook
 from .checkpoint import CheckpointHook

@@ -1,11 +1,9 @@
 """CheckpointHook: save ``epoch_N.pth`` / ``iter_N.pth`` every ``interval`` (and at the end), keep
 the newest ``max_keep_ckpts``, record the path in ``runner.meta['hook_msgs']['last_ckpt']``.
 
-As MMCV 1.7's, quirks included: ``last_ckpt`` is recorded *after* writing, so each file's meta
-names the previous checkpoint; deleting old files stops at the first one that is missing; with
-``by_epoch=False`` on an EpochBasedRunner the file is named by the runner (``epoch_*.pth``) while
-``last_ckpt`` and the deletion rule say ``iter_*.pth``. Best checkpoints are EvalHook's job.
-Left out: ``file_client_args`` (local disk only).
+As MMCV 1.7's, quirks included: each file's meta names the *previous* checkpoint; deletion stops at
+the first missing file; ``by_epoch=False`` on an EpochBasedRunner writes ``epoch_*.pth`` but
+records and deletes ``iter_*.pth``. Left out: ``file_client_args`` (local disk only).
 """
 import os
 import os.path as osp

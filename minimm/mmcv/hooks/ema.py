@@ -1,17 +1,11 @@
 """EMAHook, MMCV 1.x's: an exponential moving average kept as buffers *on the model itself*.
 
-For every parameter ``a.b`` the model gets a persistent buffer ``ema_a_b``, so the averages are in
-``state_dict()`` and in every checkpoint (and, when that checkpoint is loaded into a plain model,
-in the "unexpected key ema_..." warning of mmdet#4667). After each train iteration
-``ema = (1 - m)·ema + m·param`` with ``m = min(momentum ** interval, (1 + iter) / (warm_up + iter))``,
-every ``interval`` iterations counted by ``runner.iter``. After each train epoch the parameters
-and their averages swap places, so the val epoch, EvalHook and CheckpointHook after it see the EMA
-weights; the next train epoch swaps them back. (``momentum ** interval`` makes the average *slower*
-with a bigger interval; that is MMCV's choice, kept.)
-
-Compare with ``minimm/hooks/ema_hook.py`` (MMEngine), which keeps a separate averaged model. The
-update here runs through minimm's fused ``ops.ema_update_`` (one call for all parameters); it
-computes ``ema + m·(param - ema)``, MMCV's formula up to rounding.
+Parameter ``a.b`` gets a persistent buffer ``ema_a_b``, so the averages are in every checkpoint.
+Every ``interval`` iterations ``ema = (1 - m)·ema + m·param`` with ``m = min(momentum ** interval,
+(1 + iter) / (warm_up + iter))``; parameters and averages swap after each train epoch (so val,
+EvalHook and CheckpointHook see the EMA weights) and back before the next. Compare with
+``minimm/hooks/ema_hook.py`` (MMEngine: a separate averaged model). The update is minimm's fused
+``ops.ema_update_``: ``ema + m·(param - ema)``, MMCV's formula up to rounding.
 """
 import torch
 
@@ -23,9 +17,7 @@ from .hook import HOOKS, Hook
 
 @HOOKS.register_module()
 class EMAHook(Hook):
-    """Args: ``momentum`` (weight of the new value, in (0, 1)), ``interval`` (update every n
-    iterations), ``warm_up`` (a faster start while ``(1 + iter) / (warm_up + iter)`` is smaller),
-    ``resume_from`` (a checkpoint to resume from once the EMA buffers exist)."""
+    """``resume_from``: a checkpoint to resume from once the EMA buffers exist."""
 
     def __init__(self, momentum: float = 0.0002, interval: int = 1, warm_up: int = 100,
                  resume_from=None):
@@ -52,15 +44,12 @@ class EMAHook(Hook):
             return
         ema_update_(self.ema_buffers, self.params, momentum)
 
-    def after_train_epoch(self, runner) -> None:
-        self._swap_ema_parameters()
-
-    def before_train_epoch(self, runner) -> None:
-        self._swap_ema_parameters()
-
     @torch.no_grad()
-    def _swap_ema_parameters(self) -> None:
+    def after_train_epoch(self, runner) -> None:
+        """Swap parameters and averages (and back again before the next train epoch)."""
         for param, ema in zip(self.params, self.ema_buffers):
             saved = param.clone()
             param.copy_(ema)
             ema.copy_(saved)
+
+    before_train_epoch = after_train_epoch

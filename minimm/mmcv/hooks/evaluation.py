@@ -1,14 +1,9 @@
 """EvalHook and DistEvalHook: evaluate during training and keep the best checkpoint (MMCV 1.x).
 
-In MMCV 1.x evaluation is a hook, not a loop: every ``interval`` epochs (or iterations) it runs
-``test_fn(model, dataloader)`` (``single_gpu_test`` / ``multi_gpu_test``), then
-``dataloader.dataset.evaluate(results, logger=..., **eval_kwargs)``, and puts the metrics in
-``runner.log_buffer.output`` for the logger hooks. With ``save_best='acc'`` (or ``'auto'``: the
-first metric) it saves ``best_{key}_epoch_{N}.pth``, removes the previous best, and keeps
-``best_score``/``best_ckpt`` in ``runner.meta['hook_msgs']`` so they survive resume.
-
-Neither hook is registered in ``HOOKS`` (as in MMCV): build them yourself and register them,
-usually at priority ``'LOW'``. As MMCV 1.7, quirks included: a score of 0 never saves a best
+In MMCV 1.x evaluation is a hook, not a loop: it runs ``test_fn(model, dataloader)``, then
+``dataset.evaluate(results)`` into ``runner.log_buffer.output``; with ``save_best`` it keeps
+``best_{key}_epoch_{N}.pth`` and its score in ``runner.meta['hook_msgs']`` (they survive resume).
+Neither hook is registered in ``HOOKS`` (as in MMCV). As MMCV 1.7, quirks included: a score of 0 never saves a best
 checkpoint; a given ``less_keys`` requires ``greater_keys`` to be given too; by-iteration
 evaluation first makes the logger hooks log. The greater/less rule is minimm's shared
 ``infer_rule``. Left out: ``file_client_args`` (local disk only).
@@ -169,9 +164,8 @@ class EvalHook(Hook):
 
 
 class DistEvalHook(EvalHook):
-    """EvalHook for distributed training: every rank tests its share (``multi_gpu_test``), rank 0
-    evaluates and saves. With ``broadcast_bn_buffer`` the BatchNorm running statistics are first
-    copied from rank 0, so every rank evaluates the same model."""
+    """Every rank tests its share (``multi_gpu_test``), rank 0 evaluates and saves;
+    ``broadcast_bn_buffer`` first copies rank 0's BatchNorm statistics to every rank."""
 
     def __init__(self, dataloader, *args, broadcast_bn_buffer=True, tmpdir=None,
                  gpu_collect=False, test_fn=None, **kwargs):

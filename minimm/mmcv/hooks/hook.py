@@ -1,18 +1,10 @@
 """Hook and HOOKS as MMCV 1.x had them: 10 stages, and every method takes only ``runner``.
 
-Compare with ``minimm/hooks/hook.py`` (MMEngine): there, stages receive ``batch_idx``,
-``data_batch`` and ``outputs`` as arguments; here a hook reads them from the runner
-(``runner.data_batch``, ``runner.outputs``, ``runner.log_buffer``). MMCV also has fewer stages:
-no ``before_train``/``before_val``, no test stages, no checkpoint stages.
-
-The train and val variants of each epoch/iter stage *funnel* into one generic method, so a hook
-that overrides only ``after_epoch`` runs after train **and** val epochs (which is why MMCV's
-``SyncBuffersHook`` also fires after validation). The base class has no ``priority``: it is set on
-the instance by ``BaseRunner.register_hook``.
-
-``HOOKS`` is a registry of its own, separate from ``minimm.registry.HOOKS``: the two worlds' hooks
-cannot be mixed, as MMCV's and MMEngine's could not. Left out compared with MMCV 1.7: nothing of
-the class; ``is_method_overridden`` is minimm's shared one.
+Compare with ``minimm/hooks/hook.py`` (MMEngine): here a hook reads ``data_batch``/``outputs``
+from the runner, and there are no test or checkpoint stages. Train and val stages *funnel* into a
+generic method, so overriding ``after_epoch`` runs after train **and** val epochs. ``HOOKS`` is a
+registry of its own, so the two worlds' hooks cannot be mixed. Left out compared with MMCV 1.7:
+nothing of the class; ``is_method_overridden`` is minimm's shared one.
 """
 from typing import List
 
@@ -96,8 +88,7 @@ class Hook:
 
     def get_triggered_stages(self) -> List[str]:
         """The stages this hook's class overrides, directly or through a generic method, in
-        ``Hook.stages`` order (as MMCV 1.7; an instance attribute such as ClosureHook's never
-        counts, because only the class is inspected)."""
+        ``Hook.stages`` order (as MMCV 1.7: instance attributes such as ClosureHook's never count)."""
         funnels = {
             'before_epoch': ('before_train_epoch', 'before_val_epoch'),
             'after_epoch': ('after_train_epoch', 'after_val_epoch'),

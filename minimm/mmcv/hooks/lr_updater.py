@@ -1,11 +1,8 @@
 """MMCV 1.x's learning-rate updater hooks: ``lr_config=dict(policy='step', step=[8, 11], ...)``.
 
-``register_training_hooks`` turns ``policy='step'`` into ``StepLrUpdaterHook``, which writes
-``group['lr']`` of every group before each train epoch (``by_epoch=True``) or iteration, a closed
-form of the group's starting lr and the progress (epochs or iterations). A warm-up
-(``warmup='linear'|'constant'|'exp'``, ``warmup_iters``, ``warmup_ratio``, in epochs if
-``warmup_by_epoch``) multiplies it by a factor rising from ``warmup_ratio`` to 1. The engine is
-``param_updater.py``, the formulas minimm's shared ones. Left out compared with MMCV 1.7: nothing.
+Each writes ``group['lr']``, a closed form of the group's starting lr and the progress, before
+each train epoch or iteration; a warm-up multiplies it by a factor rising from ``warmup_ratio`` to
+1. The engine is ``param_updater.py``. Left out compared with MMCV 1.7: nothing.
 """
 import numbers
 
@@ -186,9 +183,8 @@ class CyclicLrUpdaterHook(CyclicPolicy, LrUpdaterHook):
 
 @HOOKS.register_module()
 class OneCycleLrUpdaterHook(LrUpdaterHook):
-    """The 1cycle policy: climb from ``max_lr / div_factor`` to ``max_lr`` over ``pct_start`` of
-    ``total_steps`` (default ``runner.max_iters``), then anneal to ``initial / final_div_factor``
-    (``three_phase``: come back to the initial lr first). Per iteration only."""
+    """The 1cycle policy: from ``max_lr / div_factor`` up to ``max_lr`` over ``pct_start`` of
+    ``total_steps``, then down to ``initial / final_div_factor``. Per iteration only."""
 
     def __init__(self, max_lr, total_steps=None, pct_start: float = 0.3,
                  anneal_strategy: str = 'cos', div_factor: float = 25,

@@ -1,9 +1,7 @@
 """MMCV 1.x's momentum updater hooks: ``momentum_config=dict(policy='cyclic', ...)``.
 
-They schedule ``group['momentum']`` (SGD, RMSprop) or ``betas[0]`` (Adam-like; ``betas[1]`` is
-kept) with the lr hooks' engine (``param_updater.py``). As in MMCV 1.7, a warm-up *divides* the
-regular momentum by the lr warm-up's factor, so it starts above it and can exceed 1 (0.9 / 0.5 =
-1.8). Left out compared with MMCV 1.7: nothing.
+They schedule ``momentum`` or ``betas[0]`` with ``param_updater.py``'s engine. As in MMCV 1.7, a
+warm-up *divides* by the warm-up factor, so momentum can exceed 1. Left out: nothing.
 """
 from minimm.optim.scheduler.formulas import (ANNEAL_FUNCS, annealing_cos, annealing_linear,
                                              annealing_target, cyclic_value, format_param,
@@ -105,9 +103,8 @@ class CyclicMomentumUpdaterHook(CyclicPolicy, MomentumUpdaterHook):
 
 @HOOKS.register_module()
 class OneCycleMomentumUpdaterHook(MomentumUpdaterHook):
-    """1cycle momentum: from ``max_momentum`` down to ``base_momentum`` while the lr climbs, and
-    back up while it anneals (over ``runner.max_iters``; there is no ``total_steps``). The two
-    values are stored in each param group as ``max_momentum`` and ``base_momentum``."""
+    """1cycle momentum: down to ``base_momentum`` while the lr climbs, back to ``max_momentum``
+    while it anneals (over ``runner.max_iters``); both are stored in each param group."""
 
     def __init__(self, base_momentum=0.85, max_momentum=0.95, pct_start: float = 0.3,
                  anneal_strategy: str = 'cos', three_phase: bool = False, **kwargs):

@@ -1,13 +1,8 @@
 """The optimizer hooks: in MMCV 1.x the backward pass and the optimizer step are a hook.
 
-``OptimizerHook`` runs in ``after_train_iter``: ``zero_grad`` -> ``loss.backward()`` -> optional
-gradient clipping (logging ``grad_norm``) -> ``optimizer.step()``. The other three change one of
-those steps: ``GradientCumulativeOptimizerHook`` divides the loss and steps every
-``cumulative_iters`` iterations; ``Fp16OptimizerHook`` scales the loss with a ``GradScaler`` whose
-state travels in ``runner.meta['fp16']['loss_scaler']`` (so it survives resume);
-``GradientCumulativeFp16OptimizerHook`` is both (by inheritance alone, as in MMCV).
-
-As MMCV 1.7 (torch >= 1.6 path). Left out: fp16's ``coalesce``/``bucket_size_mb``/``distributed``
+``OptimizerHook.after_train_iter``: ``zero_grad`` -> ``backward`` -> optional clipping (logging
+``grad_norm``) -> ``step``; the other three change one of those steps (the Fp16 scaler's state
+travels in ``runner.meta`` so it survives resume). As MMCV 1.7 (torch >= 1.6 path). Left out: fp16's ``coalesce``/``bucket_size_mb``/``distributed``
 arguments are accepted but unused there too (DDP averages the gradients).
 """
 import logging
@@ -23,12 +18,8 @@ from .hook import HOOKS, Hook
 @HOOKS.register_module()
 class OptimizerHook(Hook):
     """Backward, optional ``clip_grad_norm_(**grad_clip)`` and step, as MMCV 1.7.
-
-    Args:
-        grad_clip: e.g. ``dict(max_norm=35, norm_type=2)``; None for no clipping.
-        detect_anomalous_params: log (ERROR) every trainable parameter that is not in the loss's
-            graph, the usual cause of DDP's "parameters that were not used" error. Slow; debug only.
-    """
+    ``detect_anomalous_params`` logs every trainable parameter outside the loss's graph (the
+    usual cause of DDP's "parameters that were not used" error); slow, debug only."""
 
     def __init__(self, grad_clip=None, detect_anomalous_params: bool = False):
         self.grad_clip = grad_clip
@@ -80,12 +71,8 @@ class OptimizerHook(Hook):
 
 @HOOKS.register_module()
 class GradientCumulativeOptimizerHook(OptimizerHook):
-    """Accumulate gradients over ``cumulative_iters`` iterations, then step (as MMCV 1.7).
-
-    The loss is divided by ``cumulative_iters``, except in the final group when ``max_iters`` is
-    not a multiple of it: those ``remainder`` iterations divide by ``remainder``. Groups count
-    global iterations, so they cross epoch boundaries.
-    """
+    """Accumulate gradients over ``cumulative_iters`` iterations, then step (as MMCV 1.7); a
+    last incomplete group divides the loss by its own length. Groups cross epoch boundaries."""
 
     def __init__(self, cumulative_iters: int = 1, **kwargs):
         super().__init__(**kwargs)
@@ -128,16 +115,8 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
 
 @HOOKS.register_module()
 class Fp16OptimizerHook(OptimizerHook):
-    """Loss scaling with ``torch.amp.GradScaler``, as MMCV 1.7 on torch >= 1.6.
-
-    Args:
-        loss_scale: ``'dynamic'`` (GradScaler's defaults), a float (a fixed scale: reset to that
-            value after every step) or a dict of GradScaler arguments.
-        grad_clip: as :class:`OptimizerHook` (clipping sees the unscaled gradients).
-
-    Without CUDA the scaler disables itself (a plain step; its saved state is ``{}``).
-    ``runner.meta`` must be a dict (MMCV fails on None too).
-    """
+    """Loss scaling with ``torch.amp.GradScaler``, as MMCV 1.7: ``loss_scale`` is ``'dynamic'``,
+    a fixed float or a dict of GradScaler arguments. Without CUDA the scaler disables itself."""
 
     def __init__(self, grad_clip=None, coalesce: bool = True, bucket_size_mb: int = -1,
                  loss_scale=512., distributed: bool = True):
@@ -178,6 +157,5 @@ class Fp16OptimizerHook(OptimizerHook):
 
 @HOOKS.register_module()
 class GradientCumulativeFp16OptimizerHook(GradientCumulativeOptimizerHook, Fp16OptimizerHook):
-    """Gradient accumulation with loss scaling: ``cumulative_iters`` plus Fp16OptimizerHook's
-    arguments. The accumulation loop is GradientCumulativeOptimizerHook's; its backward and step
-    resolve to Fp16OptimizerHook's through the method resolution order."""
+    """Accumulation with loss scaling: the loop is GradientCumulativeOptimizerHook's, its backward
+    and step resolve to Fp16OptimizerHook's through the method resolution order."""

@@ -1,18 +1,9 @@
 """The engine of MMCV 1.x's LrUpdaterHook and MomentumUpdaterHook, written once for both.
 
-MMCV 1.7 writes the two bases out twice; they differ only in the group key they write, the
-starting value they record (``initial_lr``/``initial_momentum``) and how a warm-up factor applies
-(lr times it, momentum divided by it): three small methods here. The schedule itself:
-
-* ``before_run`` records each group's starting value with ``setdefault`` (so a resumed optimizer
-  keeps the first run's) as ``base_values``; for a dict of optimizers (GANs) every list of values
-  becomes a dict ``name -> list``.
-* ``by_epoch=True``: the regular values are computed at ``before_train_epoch``; a warm-up (in
-  iterations) scales them until iteration ``warmup_iters`` writes them unscaled.
-* ``by_epoch=False``: the regular values are recomputed before every iteration.
-
-A policy implements ``get_value(runner, base)`` (``get_lr``/``get_momentum``); the formulas are
-minimm's shared ones. Left out compared with MMCV 1.7: MMCV's per-kind names for the same things
+MMCV 1.7 writes the two bases out twice; they differ only in ``read``/``write``/``warm``. Starting
+values are recorded with ``setdefault`` (a resumed optimizer keeps the first run's); ``by_epoch``
+values are computed per train epoch (a warm-up scales them per iteration), others per iteration;
+the formulas are minimm's shared ones. Left out compared with MMCV 1.7: its per-kind names
 (``base_lr``, ``regular_lr``, ``get_regular_lr``...) are ``base_values``, ``regular_values``...
 """
 from typing import Callable, List, Optional, Tuple, Union

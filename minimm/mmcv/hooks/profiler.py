@@ -1,12 +1,9 @@
 """ProfilerHook, MMCV 1.x's: ``torch.profiler`` around the first ``profile_iters`` epochs (or
 iterations) of training, on rank 0.
 
-``on_trace_ready`` may be a callable, ``dict(type='log_trace', **table_kwargs)`` (print the
-``key_averages()`` table) or ``dict(type='tb_trace', dir_name=...)`` (TensorBoard trace files,
-default ``work_dir/tf_tracing_logs``); ``json_trace_path`` exports a Chrome trace
-(``chrome://tracing``, Perfetto) when profiling ends. Different from MMCV 1.7: a relative
-``json_trace_path`` is placed in the work dir (MMCV uses the current directory), and the CUDA
-activity is dropped when CUDA is not available (instead of a profiler warning).
+``on_trace_ready``: a callable, ``dict(type='log_trace', ...)`` (print a table) or
+``dict(type='tb_trace', ...)`` (TensorBoard files). Different from MMCV 1.7: a relative
+``json_trace_path`` is placed in the work dir, and CUDA activity is dropped without CUDA.
 """
 import os.path as osp
 

@@ -1,9 +1,8 @@
 """SyncBuffersHook: average the model's buffers (BatchNorm statistics) across ranks after every
 epoch, train **and** val (it overrides the generic ``after_epoch``), as MMCV 1.7's.
 
-It uses minimm's packed ``all_reduce_params`` (one collective per dtype). Different from MMCV:
-integer buffers such as ``num_batches_tracked`` are averaged with rounding instead of failing on
-modern torch.
+Different from MMCV: integer buffers (``num_batches_tracked``) are averaged with rounding instead
+of failing on modern torch.
 """
 from minimm.dist import all_reduce_params
 

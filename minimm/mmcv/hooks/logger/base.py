@@ -1,13 +1,9 @@
 """LoggerHook: when MMCV 1.x's logger hooks write, and what they read (``runner.log_buffer``).
 
-Every train/val step appends its ``log_vars`` to ``runner.log_buffer``; a logger hook averages the
-last ``interval`` entries every ``interval`` iterations (and the whole val epoch after it) into
-``log_buffer.output``, then calls ``log(runner)``. Several loggers read the same ``output``, so only
-the *last* one registered clears it (``before_run`` sets its ``reset_flag``).
-
-``BackendLoggerHook`` is the part the tracking-service hooks share: they write through minimm's
-MMEngine-style visualisation backends (one implementation per service for both worlds), on rank 0
-only. Left out compared with MMCV 1.7: nothing.
+Every ``interval`` iterations (and after a val epoch) a logger hook averages the buffer into
+``log_buffer.output`` and calls ``log(runner)``; only the *last* one registered clears it.
+``BackendLoggerHook``: the tracking-service hooks write through minimm's MMEngine-style
+visualisation backends, on rank 0. Left out compared with MMCV 1.7: nothing.
 """
 import numbers
 

@@ -1,9 +1,5 @@
-"""DvcliveLoggerHook: MMCV 1.x's DVCLive logger, through minimm's ``DVCLiveVisBackend``.
-
-``**kwargs`` go to ``dvclive.Live`` (its ``dir`` defaulting to ``work_dir/dvclive``); metrics are
-stepped by epoch (``by_epoch``) or iteration. ``model_file`` saves a checkpoint there after each
-train epoch. ``dvclive`` may be a ``Live`` object to use instead of a new one.
-"""
+"""DvcliveLoggerHook: MMCV 1.x's DVCLive logger, through minimm's ``DVCLiveVisBackend``
+(``**kwargs`` go to ``dvclive.Live``; ``model_file`` saves a checkpoint after each train epoch)."""
 import os.path as osp
 
 from ....logging.tracking_backends import DVCLiveVisBackend

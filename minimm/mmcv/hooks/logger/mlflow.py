@@ -1,9 +1,5 @@
-"""MlflowLoggerHook: MMCV 1.x's MLflow logger, through minimm's ``MLflowVisBackend``.
-
-Logs ``get_loggable_tags`` as metrics at step ``runner.iter + 1`` into the experiment ``exp_name``,
-to the tracking URI set in MLflow's environment, else a file store in ``work_dir/mlruns`` (MMCV:
-the current folder); with ``log_model`` the trained model is saved as the run's ``models``.
-"""
+"""MlflowLoggerHook: MMCV 1.x's MLflow logger, through minimm's ``MLflowVisBackend``. Different
+from MMCV: without ``MLFLOW_TRACKING_URI`` the file store is ``work_dir/mlruns``, not the cwd."""
 import inspect
 import os
 import os.path as osp

@@ -1,8 +1,5 @@
-"""NeptuneLoggerHook: MMCV 1.x's Neptune logger, through minimm's ``NeptuneVisBackend``.
-
-``init_kwargs`` go to ``neptune.init_run`` (``mode='offline'`` by default). As in MMCV, its
-``reset_flag`` defaults to True and its ``before_run`` does not look for the last logger hook.
-"""
+"""NeptuneLoggerHook: MMCV 1.x's Neptune logger, through minimm's ``NeptuneVisBackend``. As in
+MMCV, ``reset_flag`` defaults to True and ``before_run`` does not look for the last logger hook."""
 from ....logging.tracking_backends import NeptuneVisBackend
 from ..hook import HOOKS
 from .base import BackendLoggerHook

@@ -1,7 +1,5 @@
-"""PaviLoggerHook: MMCV's logger for Pavi, SenseTime's internal service, which is not public.
-
-The name exists so that old configs fail with a clear message instead of a missing-name error.
-"""
+"""PaviLoggerHook: MMCV's logger for Pavi, SenseTime's private service; the name exists so that
+old configs fail with a clear message."""
 from ..hook import HOOKS
 from .base import LoggerHook
 

@@ -1,9 +1,6 @@
-"""TensorboardLoggerHook: MMCV 1.x's TensorBoard logger, written through minimm's
-``TensorboardVisBackend`` (the MMEngine-style backend), into ``work_dir/tf_logs`` by default.
-
-Scalars are tagged ``train/loss``, ``val/acc``, ``learning_rate``, ``momentum``, at step
-``runner.iter + 1``; text values go to ``add_text``. Left out compared with MMCV 1.7: tensorboardX.
-"""
+"""TensorboardLoggerHook: MMCV 1.x's TensorBoard logger, through minimm's
+``TensorboardVisBackend``, into ``work_dir/tf_logs`` by default; text values go to ``add_text``.
+Left out compared with MMCV 1.7: tensorboardX."""
 import os.path as osp
 
 from ....logging.vis_backend import TensorboardVisBackend

@@ -5,11 +5,9 @@ Console (``runner.logger.info``)::
     Epoch [1][2/3]	lr: 5.500e-02, eta: 0:00:00, time: 0.004, data_time: 0.002, loss: -0.2166
     Epoch(val) [1][2]	loss: -0.2081
 
-JSON: the first line is ``runner.meta`` (when not None), then one line per log call with ``mode``,
-``epoch``, ``iter``, ``lr`` (first param group; a dict for a dict of optimizers), ``memory`` on CUDA
-and the averaged log vars, top-level floats rounded to 5 decimals. Tools such as MMCV's
-``analyze_logs.py`` read this file. Left out compared with MMCV 1.7: file backends other than the
-local disk for ``out_dir``.
+JSON: ``runner.meta`` first, then one line per log call (``mode``, ``epoch``, ``iter``, ``lr``,
+``memory`` on CUDA, the log vars; floats rounded to 5 decimals), as MMCV's ``analyze_logs.py``
+reads. Left out compared with MMCV 1.7: file backends other than the local disk for ``out_dir``.
 """
 import datetime
 import json
@@ -28,14 +26,8 @@ from .base import LoggerHook
 
 @HOOKS.register_module()
 class TextLoggerHook(LoggerHook):
-    """Log to the console and append JSON lines to ``work_dir/{timestamp}.log.json``.
-
-    Args:
-        interval_exp_name: print ``Exp name: {meta['exp_name']}`` every this many iterations.
-        out_dir: a folder to copy the work dir's log files (``out_suffix``) to after the run,
-            into a sub-folder named like the work dir; ``keep_local=False`` then deletes them.
-        file_client_args: only ``None`` or the local disk (``dict(backend='disk')``).
-    """
+    """Log to the console and to ``work_dir/{timestamp}.log.json``; ``out_dir``: where to copy
+    the log files after the run (``keep_local=False`` then deletes the originals)."""
 
     def __init__(self, by_epoch: bool = True, interval: int = 10, ignore_last: bool = True,
                  reset_flag: bool = False, interval_exp_name: int = 1000, out_dir=None,

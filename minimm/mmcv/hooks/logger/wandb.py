@@ -1,9 +1,6 @@
-"""WandbLoggerHook: MMCV 1.x's Weights & Biases logger, through minimm's ``WandbVisBackend``.
-
-Logs ``get_loggable_tags`` at step ``runner.iter + 1`` (or, with ``with_step=False``, adds it as
-``global_step``); after the run, uploads the work dir's log files as an artifact. W&B files go to
-the work dir (MMCV: the current folder). ``init_kwargs=dict(mode='offline')`` stays local.
-"""
+"""WandbLoggerHook: MMCV 1.x's Weights & Biases logger, through minimm's ``WandbVisBackend``;
+after the run it uploads the log files as an artifact. Different from MMCV: W&B files go to the
+work dir, not the current folder."""
 import os
 import os.path as osp
 import warnings
