@@ -16,7 +16,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from minimm.dist import broadcast
-from minimm.hooks.checkpoint_hook import CheckpointHook as _SaveBest, infer_rule
+from minimm.hooks.metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_MAP,
+                                       RULE_MAP, infer_rule)
 
 from ..test import multi_gpu_test, single_gpu_test
 from .checkpoint import resolve_out_dir
@@ -27,8 +28,8 @@ class EvalHook(Hook):
     """Evaluate every ``interval`` epochs/iterations from ``start``; optionally save the best."""
 
     # The comparison rules and default key lists are MMEngine's CheckpointHook's (the same values).
-    rule_map, init_value_map = _SaveBest.rule_map, _SaveBest.init_value_map
-    _default_greater_keys, _default_less_keys = _SaveBest._default_greater_keys, _SaveBest._default_less_keys
+    rule_map, init_value_map = RULE_MAP, INIT_VALUE_MAP
+    _default_greater_keys, _default_less_keys = DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS
 
     def __init__(self, dataloader, start=None, interval=1, by_epoch=True, save_best=None,
                  rule=None, test_fn=None, greater_keys=None, less_keys=None, out_dir=None,
