@@ -263,3 +263,11 @@ def test_ema_hook_strict_load_false_loads_a_checkpoint_with_another_head(tmp_pat
                     custom_hooks=[dict(type='EMAHook', momentum=0.1, strict_load=False)])
     runner.test()
     assert 'size mismatch for linear.weight' in _log_text(runner)
+
+
+def test_a_missing_checkpoint_is_a_file_not_found_error_naming_the_file(tmp_path):
+    # As MMEngine 0.10 (FileNotFoundError), and a CheckpointError like every other read failure.
+    missing = str(tmp_path / 'nowhere.pth')
+    for error in (FileNotFoundError, CheckpointError):
+        with pytest.raises(error, match='nowhere.pth'):
+            load_checkpoint_file(missing)

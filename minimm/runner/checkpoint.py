@@ -36,6 +36,10 @@ class CheckpointError(RuntimeError):
     """A checkpoint file that cannot be read; the message names the file and the reason."""
 
 
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """A checkpoint file that does not exist (a ``FileNotFoundError``, as MMEngine raises)."""
+
+
 def _file_mode() -> int:
     # mkstemp creates files 0600; a checkpoint gets the mode open() would give it (0666 less the
     # umask). The umask can only be read by setting it, so it is set back at once.
@@ -119,7 +123,7 @@ def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = Fals
     """Read a checkpoint with ``weights_only=True`` (``trusted=True``: any pickle; only for files
     from a trusted source). Any failure is a ``CheckpointError`` naming the file and the reason."""
     if not osp.isfile(filename):
-        raise CheckpointError(f'checkpoint file {filename!r} does not exist')
+        raise CheckpointNotFoundError(f'checkpoint file {filename!r} does not exist')
     try:
         checkpoint = torch.load(filename, map_location=map_location, weights_only=not trusted)
     except pickle.UnpicklingError as e:
