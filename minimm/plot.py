@@ -55,19 +55,34 @@ def find_scalar_log(work_dir: str) -> str:
 
 def read_scalar_log(path: str) -> Tuple[List[dict], List[dict]]:
     """``(train_rows, val_rows)``, each row a dict with an ``x`` (the step) and the values."""
-    train, val = [], []
+    train, val, mmcv_train = [], [], []
     with open(path, encoding='utf-8') as f:
         rows = [json.loads(line) for line in f if line.strip()]
     for row in rows:
         if 'mode' in row:                                  # MMCV 1.x TextLoggerHook
             mode = row.pop('mode')
-            epoch = row.pop('epoch', None)
-            row['x'] = row.pop('iter') if mode == 'train' else epoch
-            (train if mode == 'train' else val).append(row)
+            row['x'] = row.pop('epoch', None)
+            (mmcv_train if mode == 'train' else val).append(row)
         elif 'step' in row:                                # MMEngine LocalVisBackend
             row['x'] = row.pop('step')
             (train if any(key in row for key in TRAIN_KEYS) else val).append(row)
-    return train, val
+    _place_mmcv_train_rows(mmcv_train)
+    return train + mmcv_train, val  # a log is one kind or the other: one of the two is empty
+
+
+def _place_mmcv_train_rows(rows: List[dict]) -> None:
+    """Set ``x`` of MMCV train lines (which hold ``x`` = epoch and ``iter``) to an iteration.
+
+    An IterBasedRunner logs the global iteration; an EpochBasedRunner logs the iteration *within*
+    the epoch, which restarts every epoch. There the largest logged ``iter`` stands for the epoch's
+    length: exact when the length is a multiple of the logging interval, else short by less than
+    one interval.
+    """
+    iters = [row.pop('iter') for row in rows]
+    by_epoch = any(later < earlier for earlier, later in zip(iters, iters[1:]))
+    per_epoch = max(iters, default=0)
+    for row, it in zip(rows, iters):
+        row['x'] = (row['x'] - 1) * per_epoch + it if by_epoch else it
 
 
 def _series(rows: Sequence[dict], key: str) -> Tuple[list, list]:

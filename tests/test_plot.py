@@ -41,6 +41,16 @@ def test_reads_an_mmcv_json_log(tmp_path):
     assert val == [dict(x=1, iter=45, lr=0.1, accuracy=50.0)]
 
 
+def test_an_epoch_based_mmcv_log_is_drawn_on_one_iteration_axis(tmp_path):
+    # EpochBasedRunner logs the iteration within the epoch; 45 iterations an epoch, interval 15.
+    log = tmp_path / '20240101_000000.log.json'
+    lines = [dict(mode='train', epoch=epoch, iter=it, lr=0.1, loss=1.0)
+             for epoch in (1, 2) for it in (15, 30, 45)]
+    log.write_text(''.join(json.dumps(line) + '\n' for line in lines))
+    train, _ = read_scalar_log(str(log))
+    assert [row['x'] for row in train] == [15, 30, 45, 60, 75, 90]
+
+
 def test_no_log_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match='no vis_data/scalars.json'):
         find_scalar_log(str(tmp_path))
