@@ -18,7 +18,7 @@ def make_runner(epoch=0, iter=9, max_epochs=5, max_iters=500, train_len=100, val
     loop = SimpleNamespace(dataloader=range(train_len)) if train_loop else None
     return SimpleNamespace(
         message_hub=MessageHub('log_processor_test'), epoch=epoch, iter=iter,
-        max_epochs=max_epochs, max_iters=max_iters, _train_loop=loop, train_loop=loop,
+        max_epochs=max_epochs, max_iters=max_iters, train_loop_built=train_loop, train_loop=loop,
         val_loop=SimpleNamespace(dataloader=range(val_len)),
         test_loop=SimpleNamespace(dataloader=range(test_len)), model=None)
 

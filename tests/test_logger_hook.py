@@ -36,7 +36,7 @@ def make_runner(tmp_path, train_len=25, max_epochs=2, train_loop=True):
                               save_dir=str(log_dir)),
         work_dir=str(tmp_path / 'work'), log_dir=str(log_dir), timestamp='20260101_000000',
         experiment_name='exp', epoch=0, iter=0, max_epochs=max_epochs,
-        max_iters=max_epochs * train_len, _train_loop=loop, train_loop=loop,
+        max_iters=max_epochs * train_len, train_loop_built=train_loop, train_loop=loop,
         train_dataloader=range(train_len), val_loop=SimpleNamespace(dataloader=range(3)),
         val_dataloader=range(3), test_loop=SimpleNamespace(dataloader=range(3)),
         test_dataloader=range(3))

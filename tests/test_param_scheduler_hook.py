@@ -7,7 +7,6 @@ import torch
 from minimm.hooks import ParamSchedulerHook
 from minimm.optim import LinearLR, MultiStepLR, OptimWrapper, ReduceOnPlateauLR, StepLR
 from minimm.registry import HOOKS
-from minimm.runner.loops import BaseLoop
 
 
 def make_wrapper(lr=0.1):
@@ -15,10 +14,7 @@ def make_wrapper(lr=0.1):
 
 
 def make_runner(param_schedulers, with_train_loop=True):
-    runner = SimpleNamespace(param_schedulers=param_schedulers, _train_loop=None)
-    if with_train_loop:
-        runner._train_loop = BaseLoop(runner, dataloader=[0, 1, 2])
-    return runner
+    return SimpleNamespace(param_schedulers=param_schedulers, train_loop_built=with_train_loop)
 
 
 def test_registered_with_low_priority_and_its_stages():

@@ -32,7 +32,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ..logging.log_processor import has_train_loop
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
 
@@ -124,7 +123,7 @@ class LoggerHook(Hook):
             runner, len(runner.val_dataloader), 'val')
         runner.logger.info(log_str)
         # Reading runner.epoch/iter in a val-only run would build the train loop; use 0 there.
-        if not has_train_loop(runner):
+        if not runner.train_loop_built:
             step = 0
         else:
             step = runner.epoch if self.log_metric_by_epoch else runner.iter

@@ -56,8 +56,7 @@ class ParamSchedulerHook(Hook):
         # after_train_epoch); without a train loop there is no schedule to advance.
         if runner.param_schedulers is None or metrics is None:
             return
-        from ..runner.loops import BaseLoop  # here, not at the top: the runner imports the hooks
-        if not isinstance(getattr(runner, '_train_loop', None), BaseLoop):
+        if not runner.train_loop_built:
             return
         for schedulers in _scheduler_lists(runner):
             # Entries that are still config dicts mean the schedulers are not built yet.

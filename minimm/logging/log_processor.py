@@ -28,16 +28,6 @@ import numpy as np
 import torch
 
 
-def has_train_loop(runner) -> bool:
-    """Whether the runner has a built train loop (not just a config dict, not absent).
-
-    Read from ``runner._train_loop``, as MMEngine does, because the public ``train_loop`` property
-    would build (or fail to build) the loop during a val-only or test-only run.
-    """
-    loop = getattr(runner, '_train_loop', None)
-    return loop is not None and not isinstance(loop, dict)
-
-
 class LogProcessor:
     """Format training/validation/test logs from the runner's MessageHub.
 
@@ -107,7 +97,7 @@ class LogProcessor:
                                    self._get_dataloader_size(runner, mode), align=True)
         if self.by_epoch and mode in ('train', 'val'):
             tag['epoch'] = self._get_epoch(runner, mode)
-        tag['iter'] = runner.iter + 1 if has_train_loop(runner) else 0
+        tag['iter'] = runner.iter + 1 if runner.train_loop_built else 0
         log_str += f'{lr_str}  '
 
         # eta/time/data_time come as a group from IterTimerHook.
@@ -237,7 +227,7 @@ class LogProcessor:
             epoch_str = f'[{self._get_epoch(runner, mode)}]'
             if not align:
                 epoch_str = f' {epoch_str}'
-            elif has_train_loop(runner):
+            elif runner.train_loop_built:
                 epoch_str = epoch_str.rjust(len(str(runner.max_epochs)) + 3)
         kind = 'Epoch' if self.by_epoch else 'Iter'
         return f'{kind}({mode}){epoch_str}[{str(cur_iter).rjust(len(str(total)))}/{total}]  '
@@ -251,7 +241,7 @@ class LogProcessor:
         if mode == 'train':
             return runner.epoch + 1
         if mode == 'val':
-            return runner.epoch if has_train_loop(runner) else 0
+            return runner.epoch if runner.train_loop_built else 0
         raise ValueError(f"_get_epoch only accepts 'train' or 'val', got {mode!r}")
 
     @staticmethod

@@ -28,6 +28,12 @@ from .loops import BaseLoop, EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, 
 class BuildMixin:
     """The Runner's ``build_*`` methods."""
 
+    @property
+    def train_loop_built(self) -> bool:
+        """Whether the train loop is built. Unlike reading ``train_loop``, asking never builds
+        it, so hooks can ask during a val-only or test-only run (MMEngine reads ``_train_loop``)."""
+        return isinstance(self._train_loop, BaseLoop)
+
     def _build_visualizer(self, visualizer) -> Visualizer:
         if isinstance(visualizer, Visualizer):
             return visualizer
@@ -84,7 +90,7 @@ class BuildMixin:
                 built.append(item)
                 continue
             item = dict(item)
-            if isinstance(self._train_loop, BaseLoop):
+            if self.train_loop_built:
                 item.setdefault('end', self.max_epochs if item.get('by_epoch', True)
                                 else self.max_iters)
             built.append(build_param_scheduler(item, self.optim_wrapper,
