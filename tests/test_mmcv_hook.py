@@ -19,7 +19,7 @@ class Recorder(Hook):
 
 
 class FakeRunner:
-    epoch, iter, inner_iter, _max_epochs, _max_iters = 2, 5, 1, 3, 6
+    epoch, iter, inner_iter, max_epochs, max_iters = 2, 5, 1, 3, 6
     data_loader = [0, 1]
 
 

@@ -6,6 +6,7 @@ generic method, so overriding ``after_epoch`` runs after train **and** val epoch
 registry of its own, so the two worlds' hooks cannot be mixed. Left out compared with MMCV 1.7:
 nothing of the class; ``is_method_overridden`` is minimm's shared one.
 """
+import re
 from typing import List
 
 from minimm.hooks.hook import is_method_overridden
@@ -14,6 +15,13 @@ from minimm.registry import Registry
 from ..builder import build_from_cfg
 
 HOOKS = Registry('hook', build_func=build_from_cfg)
+
+
+def _funnel(generic: str):
+    """A train or val stage that only calls the generic method ``generic`` (MMCV's funnel)."""
+    def stage(self, runner) -> None:
+        getattr(self, generic)(runner)
+    return stage
 
 
 class Hook:
@@ -42,30 +50,11 @@ class Hook:
     def after_iter(self, runner) -> None:
         pass
 
-    # The stages the runners call, each funnelled into a generic method.
-    def before_train_epoch(self, runner) -> None:
-        self.before_epoch(runner)
-
-    def before_val_epoch(self, runner) -> None:
-        self.before_epoch(runner)
-
-    def after_train_epoch(self, runner) -> None:
-        self.after_epoch(runner)
-
-    def after_val_epoch(self, runner) -> None:
-        self.after_epoch(runner)
-
-    def before_train_iter(self, runner) -> None:
-        self.before_iter(runner)
-
-    def before_val_iter(self, runner) -> None:
-        self.before_iter(runner)
-
-    def after_train_iter(self, runner) -> None:
-        self.after_iter(runner)
-
-    def after_val_iter(self, runner) -> None:
-        self.after_iter(runner)
+    # The train and val stages the runners call, each funnelled into a generic method.
+    before_train_epoch = before_val_epoch = _funnel('before_epoch')
+    after_train_epoch = after_val_epoch = _funnel('after_epoch')
+    before_train_iter = before_val_iter = _funnel('before_iter')
+    after_train_iter = after_val_iter = _funnel('after_iter')
 
     # Helpers (MMCV's signatures: they read the counters from the runner; n <= 0 is never).
     def every_n_epochs(self, runner, n: int) -> bool:
@@ -81,22 +70,14 @@ class Hook:
         return runner.inner_iter + 1 == len(runner.data_loader)
 
     def is_last_epoch(self, runner) -> bool:
-        return runner.epoch + 1 == runner._max_epochs
+        return runner.epoch + 1 == runner.max_epochs
 
     def is_last_iter(self, runner) -> bool:
-        return runner.iter + 1 == runner._max_iters
+        return runner.iter + 1 == runner.max_iters
 
     def get_triggered_stages(self) -> List[str]:
-        """The stages this hook's class overrides, directly or through a generic method, in
-        ``Hook.stages`` order (as MMCV 1.7: instance attributes such as ClosureHook's never count)."""
-        funnels = {
-            'before_epoch': ('before_train_epoch', 'before_val_epoch'),
-            'after_epoch': ('after_train_epoch', 'after_val_epoch'),
-            'before_iter': ('before_train_iter', 'before_val_iter'),
-            'after_iter': ('after_train_iter', 'after_val_iter'),
-        }
-        triggered = {s for s in Hook.stages if is_method_overridden(s, Hook, self)}
-        for generic, stages in funnels.items():
-            if is_method_overridden(generic, Hook, self):
-                triggered.update(stages)
-        return [s for s in Hook.stages if s in triggered]
+        """The stages this hook's class overrides, directly or through their generic method, in
+        ``Hook.stages`` order (as MMCV 1.7: instance attributes, as ClosureHook's, never count)."""
+        # A stage's generic method is its name without 'train_'/'val_' ('before_run': itself).
+        return [stage for stage in Hook.stages if is_method_overridden(stage, Hook, self)
+                or is_method_overridden(re.sub('train_|val_', '', stage), Hook, self)]

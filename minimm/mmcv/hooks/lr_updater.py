@@ -2,24 +2,23 @@
 
 Each writes ``group['lr']``, a closed form of the group's starting lr and the progress, before
 each train epoch or iteration; a warm-up multiplies it by a factor rising from ``warmup_ratio`` to
-1. The engine is ``param_updater.py``. Left out compared with MMCV 1.7: nothing.
+1. The engine and the policies shared with momentum are in ``param_updater.py``; the lr-only ones
+implement MMCV's ``get_lr``. Left out compared with MMCV 1.7: nothing.
 """
 import numbers
 
-from minimm.optim.scheduler.formulas import (ANNEAL_FUNCS, annealing_cos, annealing_linear,
-                                             annealing_target, cyclic_value, format_param,
-                                             one_cycle_phase, one_cycle_phase_ends, period_index,
-                                             step_decay)
+from minimm.optim.scheduler.formulas import (annealing_cos, annealing_linear, format_param,
+                                             one_cycle_phase_ends, period_index)
 
 from .hook import HOOKS
-from .param_updater import (CyclicPolicy, ParamUpdaterHook, check_one_cycle, check_one_target,
-                            check_step)
+from .param_updater import (AnnealingPolicy, CyclicPolicy, OneCyclePolicy, ParamUpdaterHook,
+                            StepPolicy)
 
 
 class LrUpdaterHook(ParamUpdaterHook):
-    """Base of the lr hooks: subclasses implement ``get_lr(runner, base_lr)`` (as MMCV 1.7)."""
+    """Base of the lr hooks; a custom policy overrides ``get_lr(runner, base_lr)`` (as MMCV 1.7)."""
 
-    initial_key = 'initial_lr'
+    initial_key, policy_method = 'initial_lr', 'get_lr'
     warmup_types_text = '"constant", "linear" and "exp"'
 
     def read(self, group: dict) -> float:
@@ -31,32 +30,22 @@ class LrUpdaterHook(ParamUpdaterHook):
     def warm(self, value: float, factor: float) -> float:
         return value * factor
 
-    def get_value(self, runner, base: float) -> float:
-        return self.get_lr(runner, base)
-
     def get_lr(self, runner, base_lr: float) -> float:
-        raise NotImplementedError
+        return self.get_value(runner, base_lr)
 
 
 @HOOKS.register_module()
 class FixedLrUpdaterHook(LrUpdaterHook):
-    """Keep the starting lr (useful with a warm-up)."""
 
     def get_lr(self, runner, base_lr):
         return base_lr
 
 
 @HOOKS.register_module()
-class StepLrUpdaterHook(LrUpdaterHook):
-    """Multiply by ``gamma`` every ``step`` epochs/iters, or at each milestone of a list."""
+class StepLrUpdaterHook(StepPolicy, LrUpdaterHook):
 
     def __init__(self, step, gamma: float = 0.1, min_lr=None, **kwargs):
-        check_step(step)
-        self.step, self.gamma, self.min_lr = step, gamma, min_lr
-        super().__init__(**kwargs)
-
-    def get_lr(self, runner, base_lr):
-        return step_decay(base_lr, self.progress(runner)[0], self.step, self.gamma, self.min_lr)
+        super().__init__(step, gamma, min_lr, **kwargs)
 
 
 @HOOKS.register_module()
@@ -94,32 +83,20 @@ class InvLrUpdaterHook(LrUpdaterHook):
         return base_lr * (1 + self.gamma * self.progress(runner)[0])**(-self.power)
 
 
-class _AnnealLrUpdaterHook(LrUpdaterHook):
-    """An lr annealed towards ``min_lr`` or ``base_lr * min_lr_ratio`` (exactly one given)."""
+class _AnnealLrUpdaterHook(AnnealingPolicy, LrUpdaterHook):
 
     def __init__(self, min_lr=None, min_lr_ratio=None, **kwargs):
-        check_one_target(min_lr, min_lr_ratio)
-        self.min_lr, self.min_lr_ratio = min_lr, min_lr_ratio
-        super().__init__(**kwargs)
-
-    def target(self, base_lr: float) -> float:
-        return annealing_target(self.min_lr, self.min_lr_ratio, base_lr)
+        super().__init__(min_lr, min_lr_ratio, **kwargs)
 
 
 @HOOKS.register_module()
 class CosineAnnealingLrUpdaterHook(_AnnealLrUpdaterHook):
-
-    def get_lr(self, runner, base_lr):
-        progress, max_progress = self.progress(runner)
-        return annealing_cos(base_lr, self.target(base_lr), progress / max_progress)
+    anneal = staticmethod(annealing_cos)
 
 
 @HOOKS.register_module()
 class LinearAnnealingLrUpdaterHook(_AnnealLrUpdaterHook):
-
-    def get_lr(self, runner, base_lr):
-        progress, max_progress = self.progress(runner)
-        return annealing_linear(base_lr, self.target(base_lr), progress / max_progress)
+    anneal = staticmethod(annealing_linear)
 
 
 @HOOKS.register_module()
@@ -166,40 +143,32 @@ class CosineRestartLrUpdaterHook(_AnnealLrUpdaterHook):
 
 @HOOKS.register_module()
 class CyclicLrUpdaterHook(CyclicPolicy, LrUpdaterHook):
-    """Cyclic lr (Smith, "Cyclical Learning Rates"): per iteration only."""
+    """Cyclic lr (Smith, "Cyclical Learning Rates")."""
 
     def __init__(self, by_epoch: bool = False, target_ratio=(10, 1e-4), cyclic_times: int = 1,
                  step_ratio_up: float = 0.4, anneal_strategy: str = 'cos', gamma: float = 1,
                  **kwargs):
-        self.init_cyclic(by_epoch, target_ratio, cyclic_times, step_ratio_up, anneal_strategy,
-                         gamma)
         assert 0 < gamma <= 1, '"gamma" must be in range (0, 1]'
-        super().__init__(by_epoch, **kwargs)
-
-    def get_lr(self, runner, base_lr):
-        return cyclic_value(base_lr, runner.iter, self.max_iter_per_phase, self.phases,
-                            self.gamma, self.anneal_func)
+        super().__init__(by_epoch, target_ratio, cyclic_times, step_ratio_up, anneal_strategy,
+                         gamma, **kwargs)
 
 
 @HOOKS.register_module()
-class OneCycleLrUpdaterHook(LrUpdaterHook):
-    """The 1cycle policy: from ``max_lr / div_factor`` up to ``max_lr`` over ``pct_start`` of
-    ``total_steps``, then down to ``initial / final_div_factor``. Per iteration only."""
+class OneCycleLrUpdaterHook(OneCyclePolicy, LrUpdaterHook):
+    """From ``max_lr / div_factor`` up to ``max_lr`` over ``pct_start`` of ``total_steps``, then
+    down to ``initial / final_div_factor``."""
 
     def __init__(self, max_lr, total_steps=None, pct_start: float = 0.3,
                  anneal_strategy: str = 'cos', div_factor: float = 25,
                  final_div_factor: float = 1e4, three_phase: bool = False, **kwargs):
-        check_one_cycle(kwargs, pct_start, anneal_strategy)
         if not isinstance(max_lr, (numbers.Number, list, dict)):
             raise ValueError(f'the type of max_lr must be the one of list or dict, but got '
                              f'{type(max_lr)}')
         if total_steps is not None and not isinstance(total_steps, int):
             raise ValueError(f'the type of total_steps must be int, but got {type(total_steps)}')
-        self._max_lr, self.total_steps, self.pct_start = max_lr, total_steps, pct_start
-        self.anneal_func = ANNEAL_FUNCS[anneal_strategy]
+        self._max_lr, self.total_steps = max_lr, total_steps
         self.div_factor, self.final_div_factor = div_factor, final_div_factor
-        self.three_phase = three_phase
-        super().__init__(**kwargs)
+        super().__init__(pct_start, anneal_strategy, three_phase, **kwargs)
 
     def before_run(self, runner):
         # Not the base before_run: the starting lr comes from max_lr, not from the optimizer.
@@ -221,7 +190,6 @@ class OneCycleLrUpdaterHook(LrUpdaterHook):
             self.phase_mults = [(1, self.div_factor), (self.div_factor, 1),
                                 (1, 1 / self.final_div_factor)]
 
-    def get_lr(self, runner, base_lr):
-        idx, pct = one_cycle_phase(runner.iter, self.phase_ends)
-        start_mult, end_mult = self.phase_mults[idx]
-        return self.anneal_func(base_lr * start_mult, base_lr * end_mult, pct)
+    def phase_bounds(self, base_lr, phase):
+        start_mult, end_mult = self.phase_mults[phase]
+        return base_lr * start_mult, base_lr * end_mult

@@ -1,14 +1,18 @@
-"""The engine of MMCV 1.x's LrUpdaterHook and MomentumUpdaterHook, written once for both.
+"""The engine of MMCV 1.x's LR and momentum updater hooks, and the policies both kinds share.
 
-MMCV 1.7 writes the two bases out twice; they differ only in ``read``/``write``/``warm``. Starting
-values are recorded with ``setdefault`` (a resumed optimizer keeps the first run's); ``by_epoch``
-values are computed per train epoch (a warm-up scales them per iteration), others per iteration;
-the formulas are minimm's shared ones. Left out compared with MMCV 1.7: its per-kind names
-(``base_lr``, ``regular_lr``, ``get_regular_lr``...) are ``base_values``, ``regular_values``...
+MMCV 1.7 writes the engine and the Step, annealing, Cyclic and OneCycle policies once per kind. Here
+a hook is a policy (``get_value``) plus a kind (``LrUpdaterHook``, ``MomentumUpdaterHook``) that
+reads, writes and warms a param group's value. Starting values are recorded with ``setdefault`` (a
+resumed optimizer keeps the first run's); ``by_epoch`` values are computed per train epoch (a
+warm-up scales them per iteration), others per iteration. Left out compared with MMCV 1.7: its
+per-kind attribute names (``base_lr``, ``regular_lr``, ``min_lr``...) are ``base_values``,
+``regular_values``, ``min_value``...
 """
 from typing import Callable, List, Optional, Tuple, Union
 
-from minimm.optim.scheduler.formulas import ANNEAL_FUNCS, check_anneal_strategy, warmup_factor
+from minimm.optim.scheduler.formulas import (ANNEAL_FUNCS, annealing_target,
+                                             check_anneal_strategy, cyclic_value, one_cycle_phase,
+                                             step_decay, warmup_factor)
 
 from .hook import Hook
 
@@ -19,6 +23,7 @@ class ParamUpdaterHook(Hook):
     """Schedule one hyper-parameter of every param group (base of the LR and momentum hooks)."""
 
     initial_key = ''  # the group key of the starting value: 'initial_lr', 'initial_momentum'
+    policy_method = ''  # MMCV's name for the policy, which custom hooks override: 'get_lr'...
     warmup_types_text = ''  # how the error for an unknown warm-up lists the valid ones
 
     def __init__(self, by_epoch: bool = True, warmup: Optional[str] = None, warmup_iters: int = 0,
@@ -46,7 +51,7 @@ class ParamUpdaterHook(Hook):
         raise NotImplementedError
 
     def get_value(self, runner, base: float) -> float:
-        """The policy: the regular value of a group whose starting value is ``base``."""
+        """A shared policy: the regular value of a group whose starting value is ``base``."""
         raise NotImplementedError
 
     def progress(self, runner) -> Tuple[int, int]:
@@ -76,7 +81,8 @@ class ParamUpdaterHook(Hook):
         self.per_optimizer(runner, write_all)
 
     def get_regular_values(self, runner) -> Values:
-        return self.map_values(lambda base: self.get_value(runner, base), self.base_values)
+        policy = getattr(self, self.policy_method)
+        return self.map_values(lambda base: policy(runner, base), self.base_values)
 
     def get_warmup_values(self, cur_iters: int) -> Values:
         factor = warmup_factor(self.warmup, cur_iters, self.warmup_iters, self.warmup_ratio)
@@ -109,35 +115,50 @@ class ParamUpdaterHook(Hook):
             self.set_values(runner, self.regular_values)
 
 
-def check_one_target(min_value, min_ratio) -> None:
-    assert (min_value is None) ^ (min_ratio is None), \
-        'exactly one of the minimum value and the minimum ratio must be given'
+class StepPolicy(ParamUpdaterHook):
+    """Multiply by ``gamma`` every ``step`` epochs/iters or at each milestone of a list, floored
+    at ``min_value``."""
+
+    def __init__(self, step, gamma: float, min_value, **kwargs):
+        if isinstance(step, list):
+            assert all(isinstance(s, int) and s > 0 for s in step), 'steps must be positive ints'
+        elif isinstance(step, int):
+            assert step > 0, 'step must be a positive int'
+        else:
+            raise TypeError('"step" must be a list or integer')
+        self.step, self.gamma, self.min_value = step, gamma, min_value
+        super().__init__(**kwargs)
+
+    def get_value(self, runner, base: float) -> float:
+        return step_decay(base, self.progress(runner)[0], self.step, self.gamma, self.min_value)
 
 
-def check_step(step) -> None:
-    if isinstance(step, list):
-        assert all(isinstance(s, int) and s > 0 for s in step), 'steps must be positive ints'
-    elif isinstance(step, int):
-        assert step > 0, 'step must be a positive int'
-    else:
-        raise TypeError('"step" must be a list or integer')
+class AnnealingPolicy(ParamUpdaterHook):
+    """Anneal over the progress towards ``min_value`` or ``base * min_ratio`` (exactly one given)."""
+
+    anneal: Callable  # set by each hook: annealing_cos or annealing_linear
+
+    def __init__(self, min_value, min_ratio, **kwargs):
+        assert (min_value is None) ^ (min_ratio is None), \
+            'exactly one of the minimum value and the minimum ratio must be given'
+        self.min_value, self.min_ratio = min_value, min_ratio
+        super().__init__(**kwargs)
+
+    def target(self, base: float) -> float:
+        return annealing_target(self.min_value, self.min_ratio, base)
+
+    def get_value(self, runner, base: float) -> float:
+        progress, max_progress = self.progress(runner)
+        return self.anneal(base, self.target(base), progress / max_progress)
 
 
-def check_one_cycle(kwargs: dict, pct_start: float, anneal_strategy: str) -> None:
-    """OneCycle hooks run per iteration (``by_epoch`` defaults to, and must be, False)."""
-    assert not kwargs.setdefault('by_epoch', False), 'currently only support "by_epoch" = False'
-    if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
-        raise ValueError(f'Expected float between 0 and 1 pct_start, but got {pct_start}')
-    check_anneal_strategy(anneal_strategy)
+class CyclicPolicy(ParamUpdaterHook):
+    """Per iteration only: each of ``cyclic_times`` cycles climbs from the base value to ``base *
+    target_ratio[0]`` over ``step_ratio_up`` of the cycle, then anneals to ``base *
+    target_ratio[1]``; cycle ``n`` is scaled by ``gamma ** n``."""
 
-
-class CyclicPolicy:
-    """The arguments and phases of MMCV's cyclic policy (lr and momentum alike): each of
-    ``cyclic_times`` cycles climbs from the base value to ``base * target_ratio[0]`` over
-    ``step_ratio_up`` of the cycle, then anneals to ``base * target_ratio[1]``."""
-
-    def init_cyclic(self, by_epoch: bool, target_ratio, cyclic_times: int, step_ratio_up: float,
-                    anneal_strategy: str, gamma: float) -> None:
+    def __init__(self, by_epoch: bool, target_ratio, cyclic_times: int, step_ratio_up: float,
+                 anneal_strategy: str, gamma: float, **kwargs):
         if isinstance(target_ratio, float):
             target_ratio = (target_ratio, target_ratio / 1e5)
         elif not isinstance(target_ratio, tuple):
@@ -153,6 +174,7 @@ class CyclicPolicy:
         self.step_ratio_up, self.gamma = step_ratio_up, gamma
         self.anneal_func = ANNEAL_FUNCS[anneal_strategy]
         self.max_iter_per_phase, self.phases = None, []
+        super().__init__(by_epoch, **kwargs)
 
     def before_run(self, runner) -> None:
         super().before_run(runner)
@@ -160,3 +182,28 @@ class CyclicPolicy:
         iter_up_phase = int(self.step_ratio_up * self.max_iter_per_phase)
         self.phases.append([0, iter_up_phase, 1, self.target_ratio[0]])
         self.phases.append([iter_up_phase, self.max_iter_per_phase, *self.target_ratio])
+
+    def get_value(self, runner, base: float) -> float:
+        return cyclic_value(base, runner.iter, self.max_iter_per_phase, self.phases, self.gamma,
+                            self.anneal_func)
+
+
+class OneCyclePolicy(ParamUpdaterHook):
+    """Per iteration only (``by_epoch`` defaults to, and must be, False): the kind's ``before_run``
+    sets ``phase_ends``; in each phase the value anneals between the kind's ``phase_bounds``."""
+
+    def __init__(self, pct_start: float, anneal_strategy: str, three_phase: bool, **kwargs):
+        assert not kwargs.setdefault('by_epoch', False), 'currently only support "by_epoch" = False'
+        if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
+            raise ValueError(f'Expected float between 0 and 1 pct_start, but got {pct_start}')
+        check_anneal_strategy(anneal_strategy)
+        self.pct_start, self.three_phase = pct_start, three_phase
+        self.anneal_func = ANNEAL_FUNCS[anneal_strategy]
+        super().__init__(**kwargs)
+
+    def phase_bounds(self, base, phase: int) -> Tuple[float, float]:
+        raise NotImplementedError
+
+    def get_value(self, runner, base) -> float:
+        phase, pct = one_cycle_phase(runner.iter, self.phase_ends)
+        return self.anneal_func(*self.phase_bounds(base, phase), pct)
