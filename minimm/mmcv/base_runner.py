@@ -9,10 +9,11 @@ import getpass
 import logging
 import os
 import os.path as osp
+import shutil
 import socket
 import time
 import warnings
-from typing import Dict, List, Optional, Union
+from typing import Callable, Dict, List, Optional, Union
 
 import torch
 
@@ -20,7 +21,7 @@ from minimm.dist import get_dist_info
 from minimm.runner.priority import Priority, get_priority
 
 from .builder import build_from_cfg
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, save_checkpoint
 from .hooks.hook import HOOKS, Hook
 from .log_buffer import LogBuffer
 
@@ -28,6 +29,8 @@ from .log_buffer import LogBuffer
 class BaseRunner:
     """The base of ``EpochBasedRunner`` and ``IterBasedRunner`` (as MMCV 1.7's): ``model`` has
     ``train_step(data_batch, optimizer)``/``val_step``; ``optimizer`` may be a dict (GANs)."""
+
+    _phase_name = 'a workflow'  # how the error for an unknown workflow mode names a phase
 
     def __init__(self, model, batch_processor=None, optimizer=None, work_dir=None, logger=None,
                  meta=None, max_iters=None, max_epochs=None):
@@ -96,6 +99,51 @@ class BaseRunner:
         return self._per_group(lambda group: group['momentum'] if 'momentum' in group
                                else group['betas'][0] if 'betas' in group else 0)
 
+    # Running ----------------------------------------------------------------------------------
+    def _start_run(self, data_loaders, workflow, unit: str, max_value) -> None:
+        """``run``'s checks and first log lines; ``max_value`` is ``run``'s (deprecated)
+        ``max_epochs`` or ``max_iters`` argument, as ``unit`` says."""
+        assert isinstance(data_loaders, list)
+        assert isinstance(workflow, list) and all(isinstance(flow, tuple) for flow in workflow)
+        assert len(data_loaders) == len(workflow)
+        if max_value is not None:
+            warnings.warn(f'setting max_{unit} in run is deprecated, please set max_{unit} in '
+                          'runner_config', DeprecationWarning)
+            setattr(self, f'_max_{unit}', max_value)
+        max_value = getattr(self, f'max_{unit}')
+        assert max_value is not None, f'max_{unit} must be specified during instantiation'
+        work_dir = self.work_dir if self.work_dir is not None else 'NONE'
+        host = f'{getpass.getuser()}@{socket.gethostname()}'
+        self.logger.info('Start running, host: %s, work_dir: %s', host, work_dir)
+        self.logger.info('Hooks will be executed in the following order:\n%s', self.get_hook_info())
+        self.logger.info('workflow: %s, max: %d %s', workflow, max_value, unit)
+
+    def _run_workflow(self, loaders, workflow, done: Callable[[], bool], **kwargs) -> None:
+        """Until ``done()``: for each ``(mode, n)`` of the workflow, call ``self.<mode>(loader)``
+        ``n`` times; a train phase stops early once done, a val phase never does (as MMCV 1.7)."""
+        while not done():
+            for loader, (mode, times) in zip(loaders, workflow):
+                self._start_phase()
+                if not isinstance(mode, str):
+                    raise TypeError(f'mode in workflow must be a str, but got {type(mode)}')
+                if not hasattr(self, mode):
+                    raise ValueError(f'runner has no method named "{mode}" to run {self._phase_name}')
+                for _ in range(times):
+                    if mode == 'train' and done():
+                        break
+                    getattr(self, mode)(loader, **kwargs)
+
+    def _start_phase(self) -> None:
+        """Called before each workflow phase (IterBasedRunner restarts ``inner_iter`` there)."""
+
+    def _set_outputs(self, outputs, returned_by: str) -> None:
+        """Keep a step's result as ``self.outputs``; its ``log_vars`` go to the log buffer."""
+        if not isinstance(outputs, dict):
+            raise TypeError(f'{returned_by} must return a dict')
+        if 'log_vars' in outputs:
+            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
+        self.outputs = outputs
+
     # Hooks -------------------------------------------------------------------------------------
     def register_hook(self, hook: Hook, priority='NORMAL') -> None:
         """Insert ``hook`` after every registered hook of lower or equal priority value."""
@@ -154,6 +202,28 @@ class BaseRunner:
                                 f'{type(self.optimizer)}')
         self._epoch, self._iter = checkpoint['meta']['epoch'], checkpoint['meta']['iter']
         return checkpoint
+
+    def _save_checkpoint(self, out_dir: str, filename: str, save_optimizer: bool, meta,
+                         create_symlink: bool) -> None:
+        """What both runners' ``save_checkpoint`` do once the file name is known (as MMCV 1.7):
+        ``meta`` gets the runner's meta, ``epoch + 1`` and ``iter``; ``latest.pth`` links to it."""
+        if meta is None:
+            meta = {}
+        elif not isinstance(meta, dict):
+            raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
+        if self.meta is not None:
+            meta.update(self.meta)
+        meta.update(epoch=self.epoch + 1, iter=self.iter)
+        optimizer = self.optimizer if save_optimizer else None
+        save_checkpoint(self.model, osp.join(out_dir, filename), optimizer=optimizer, meta=meta)
+        if create_symlink:
+            latest = osp.join(out_dir, 'latest.pth')
+            if osp.lexists(latest):
+                os.remove(latest)
+            if os.name == 'nt':  # a copy where symlinks need privileges
+                shutil.copy(osp.join(out_dir, filename), latest)
+            else:
+                os.symlink(filename, latest)
 
     def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location='default') -> None:
         """Restore weights, optimizer(s), ``epoch``/``iter`` and ``meta`` (as MMCV 1.7, the
@@ -233,10 +303,3 @@ class BaseRunner:
         self.register_timer_hook(timer_config)
         self.register_logger_hooks(log_config)
         self.register_custom_hooks(custom_hooks_config)
-
-    def _log_start(self, unit: str, workflow, max_value: int) -> None:
-        work_dir = self.work_dir if self.work_dir is not None else 'NONE'
-        host = f'{getpass.getuser()}@{socket.gethostname()}'
-        self.logger.info('Start running, host: %s, work_dir: %s', host, work_dir)
-        self.logger.info('Hooks will be executed in the following order:\n%s', self.get_hook_info())
-        self.logger.info('workflow: %s, max: %d %s', workflow, max_value, unit)

@@ -9,13 +9,10 @@ MMCV 1.7's quirks are kept: ``epoch`` lags one iteration behind a loader wrap; v
 log line; ``iter_N.pth`` records ``iter = N - 1``; ``resume`` sets ``inner_iter = iter`` and keeps
 the runner's ``meta``. Left out: the 2-second sleeps at loader wraps.
 """
-import warnings
-
 import torch
 
 from .base_runner import BaseRunner
 from .builder import RUNNERS
-from .epoch_based_runner import check_workflow, phase_method, save_runner_checkpoint
 from .hooks.iter_timer import IterTimerHook
 
 
@@ -56,12 +53,7 @@ class IterBasedRunner(BaseRunner):
             self._epoch = iter_loader.epoch  # read before fetching: lags a wrap by one iteration
         self.data_batch = next(iter_loader)
         self.call_hook(f'before_{mode}_iter')
-        outputs = step(self.data_batch, **kwargs)
-        if not isinstance(outputs, dict):
-            raise TypeError('model.train_step() and model.val_step() must return a dict')
-        if 'log_vars' in outputs:
-            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
-        self.outputs = outputs
+        self._set_outputs(step(self.data_batch, **kwargs), 'model.train_step() and model.val_step()')
         self.call_hook(f'after_{mode}_iter')
         del self.data_batch
         self._inner_iter += 1
@@ -79,26 +71,16 @@ class IterBasedRunner(BaseRunner):
 
     def run(self, data_loaders, workflow, max_iters=None, **kwargs) -> None:
         """Run ``workflow`` (e.g. ``[('train', 10), ('val', 1)]``) until ``max_iters``."""
-        check_workflow(data_loaders, workflow)
-        if max_iters is not None:
-            warnings.warn('setting max_iters in run is deprecated, please set max_iters in '
-                          'runner_config', DeprecationWarning)
-            self._max_iters = max_iters
-        assert self._max_iters is not None, 'max_iters must be specified during instantiation'
-        self._log_start('iters', workflow, self._max_iters)
+        self._start_run(data_loaders, workflow, 'iters', max_iters)
         self.call_hook('before_run')
         iter_loaders = [IterLoader(loader) for loader in data_loaders]
         self.call_hook('before_epoch')
-        while self.iter < self._max_iters:
-            for i, (mode, iters) in enumerate(workflow):
-                self._inner_iter = 0
-                iter_runner = phase_method(self, mode, 'a workflow')
-                for _ in range(iters):
-                    if mode == 'train' and self.iter >= self._max_iters:
-                        break
-                    iter_runner(iter_loaders[i], **kwargs)
+        self._run_workflow(iter_loaders, workflow, lambda: self.iter >= self._max_iters, **kwargs)
         self.call_hook('after_epoch')
         self.call_hook('after_run')
+
+    def _start_phase(self) -> None:
+        self._inner_iter = 0  # inner_iter counts the iterations of the current workflow phase
 
     def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location='default') -> None:
         """Restore weights, optimizer(s), ``epoch``, ``iter`` and ``inner_iter = iter``; the
@@ -113,8 +95,8 @@ class IterBasedRunner(BaseRunner):
     def save_checkpoint(self, out_dir: str, filename_tmpl: str = 'iter_{}.pth', meta=None,
                         save_optimizer: bool = True, create_symlink: bool = True) -> None:
         """Write ``out_dir/iter_{iter+1}.pth`` (note the argument order, MMCV's) and ``latest.pth``."""
-        save_runner_checkpoint(self, out_dir, filename_tmpl.format(self.iter + 1), save_optimizer,
-                               meta, create_symlink)
+        self._save_checkpoint(out_dir, filename_tmpl.format(self.iter + 1), save_optimizer, meta,
+                              create_symlink)
 
     def register_training_hooks(self, lr_config, optimizer_config=None, checkpoint_config=None,
                                 log_config=None, momentum_config=None, custom_hooks_config=None) -> None:
