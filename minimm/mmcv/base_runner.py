@@ -1,8 +1,8 @@
-"""BaseRunner: what MMCV 1.x's two runners share: state, hooks, checkpoints, learning rates.
+"""BaseRunner: what MMCV 1.x's two runners share: state, the workflow loop, hooks, checkpoints.
 
 Hooks read and change the runner (``outputs``, ``log_buffer``...); even the optimizer step is a
-hook (``OptimizerHook``), unlike MMEngine. As MMCV 1.7.2, quirks included. Left out: rescaling
-``iter`` on resume when the number of GPUs changed, and file backends.
+hook, unlike MMEngine. As MMCV 1.7.2, quirks included. Left out: rescaling ``iter`` on resume when
+the number of GPUs changed, and file backends.
 """
 import copy
 import getpass
@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Union
 import torch
 
 from minimm.dist import get_dist_info
-from minimm.runner.priority import Priority, get_priority
+from minimm.runner.priority import get_priority, priority_name
 
 from .builder import build_from_cfg
 from .checkpoint import load_checkpoint, save_checkpoint
@@ -151,11 +151,10 @@ class BaseRunner:
         if hasattr(hook, 'priority'):
             raise ValueError('"priority" is a reserved attribute for hooks')
         hook.priority = get_priority(priority)
-        for i in range(len(self._hooks) - 1, -1, -1):
-            if hook.priority >= self._hooks[i].priority:
-                self._hooks.insert(i + 1, hook)
-                return
-        self._hooks.insert(0, hook)
+        index = len(self._hooks)
+        while index and hook.priority < self._hooks[index - 1].priority:
+            index -= 1
+        self._hooks.insert(index, hook)
 
     def register_hook_from_cfg(self, hook_cfg: dict) -> None:
         hook_cfg = hook_cfg.copy()
@@ -170,12 +169,9 @@ class BaseRunner:
         """Per stage, the hooks it calls in order, one ``(PRIORITY    ) ClassName`` line each."""
         lines = {stage: [] for stage in Hook.stages}
         for hook in self._hooks:
-            try:
-                name = Priority(hook.priority).name
-            except ValueError:
-                name = hook.priority
             for stage in hook.get_triggered_stages():
-                lines[stage].append(f'({name:<12}) {type(hook).__name__:<35}')
+                lines[stage].append(f'({priority_name(hook.priority):<12}) '
+                                    f'{type(hook).__name__:<35}')
         return '\n'.join(f'{stage}:\n' + '\n'.join(stage_lines) + '\n -------------------- '
                          for stage, stage_lines in lines.items() if stage_lines)
 

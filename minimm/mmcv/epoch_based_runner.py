@@ -1,10 +1,9 @@
-"""EpochBasedRunner: MMCV 1.x's epoch loop, ``run(data_loaders, workflow)``.
+"""EpochBasedRunner: MMCV 1.x's epoch loop, ``run(data_loaders, [('train', 1), ('val', 1)])``.
 
-A workflow such as ``[('train', 1), ('val', 1)]`` alternates train and val epochs until
-``max_epochs`` train epochs are done; ``train_step`` returns ``dict(loss, log_vars, num_samples)``
-and hooks do the rest. MMCV 1.7's quirks are kept: a val phase still runs after the last train
-epoch, ``val`` does not forward ``**kwargs``, and ``before_train_epoch`` sees the ``inner_iter``
-left over from the previous phase. Left out: MMCV's 2-second sleeps (they only changed timings).
+Train and val epochs alternate until ``max_epochs`` train epochs are done; ``train_step`` returns
+``dict(loss, log_vars, num_samples)`` and hooks do the rest. MMCV 1.7's quirks are kept: a val phase
+runs after the last train epoch, ``val`` drops ``**kwargs``, ``before_train_epoch`` sees the
+previous phase's ``inner_iter``. Left out: MMCV's 2-second sleeps (they only changed timings).
 """
 import warnings
 

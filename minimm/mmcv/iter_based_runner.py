@@ -1,13 +1,10 @@
 """IterBasedRunner: MMCV 1.x's iteration loop, over endless ``IterLoader`` s.
 
 ``[('train', n), ('val', m)]`` alternates ``n`` train and ``m`` val *iterations* until
-``max_iters``. There are no epoch stages, only the generic ``before_epoch``/``after_epoch`` once
-around the loop, so ``before_train_epoch`` hooks (by-epoch updaters, EMAHook's swap) never run.
-
-MMCV 1.7's quirks are kept: ``epoch`` lags one iteration behind a loader wrap; val calls
-``val_step(batch)`` without the optimizer and its ``log_vars`` are averaged into the next train
-log line; ``iter_N.pth`` records ``iter = N - 1``; ``resume`` sets ``inner_iter = iter`` and keeps
-the runner's ``meta``. Left out: the 2-second sleeps at loader wraps.
+``max_iters``; no epoch stages run, only the generic ``before_epoch``/``after_epoch`` around the
+loop. MMCV 1.7's quirks are kept: ``epoch`` lags a loader wrap by one iteration; ``val_step`` gets
+no optimizer and its ``log_vars`` join the next train average; ``iter_N.pth`` records ``iter =
+N - 1``; ``resume`` sets ``inner_iter = iter`` and keeps ``meta``. Left out: the 2-second sleeps.
 """
 import torch
 

@@ -1,8 +1,5 @@
-"""MMCV 1.x's hooks. Importing this package registers each of them in ``minimm.mmcv.HOOKS``.
-
-The imports below *are* the registration (``@HOOKS.register_module()`` runs on import);
-``EvalHook`` and ``DistEvalHook`` are, as in MMCV, not registered.
-"""
+"""MMCV 1.x's hooks: importing this package registers each in ``minimm.mmcv.HOOKS`` (the
+imports *are* the registration). As in MMCV, ``EvalHook`` and ``DistEvalHook`` are not registered."""
 from .hook import HOOKS, Hook
 from .checkpoint import CheckpointHook
 from .closure import ClosureHook

@@ -1,10 +1,8 @@
-"""CheckpointHook: save ``epoch_N.pth`` / ``iter_N.pth`` every ``interval`` (and at the end), keep
-the newest ``max_keep_ckpts``, record the path in ``runner.meta['hook_msgs']['last_ckpt']``.
-
-As MMCV 1.7's, quirks included: each file's meta names the *previous* checkpoint; deletion stops at
-the first missing file; ``by_epoch=False`` on an EpochBasedRunner writes ``epoch_*.pth`` but
-records and deletes ``iter_*.pth``. Left out: ``file_client_args`` (local disk only).
-"""
+"""CheckpointHook: save every ``interval`` epochs/iterations and at the end, keep the newest
+``max_keep_ckpts``, record the path in ``runner.meta['hook_msgs']['last_ckpt']``. MMCV 1.7's quirks
+are kept: a file's meta names the *previous* checkpoint; deletion stops at the first missing file;
+``by_epoch=False`` on an EpochBasedRunner writes ``epoch_*.pth`` but records and deletes
+``iter_*.pth``. Left out: ``file_client_args`` (local disk only)."""
 import os
 import os.path as osp
 

@@ -1,8 +1,5 @@
-"""ClosureHook: run any ``fn(runner)`` at one stage, without writing a class (as MMCV 1.7's).
-
-The function becomes an *instance* attribute, so ``get_triggered_stages`` (which inspects the
-class) never lists it and ``get_hook_info`` does not show it.
-"""
+"""ClosureHook: run any ``fn(runner)`` at one stage without writing a class (as MMCV 1.7's). The
+function is an *instance* attribute: ``get_triggered_stages`` and ``get_hook_info`` never show it."""
 from .hook import HOOKS, Hook
 
 

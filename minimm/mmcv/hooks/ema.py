@@ -1,12 +1,9 @@
-"""EMAHook, MMCV 1.x's: an exponential moving average kept as buffers *on the model itself*.
-
-Parameter ``a.b`` gets a persistent buffer ``ema_a_b``, so the averages are in every checkpoint.
-Every ``interval`` iterations ``ema = (1 - m)·ema + m·param`` with ``m = min(momentum ** interval,
-(1 + iter) / (warm_up + iter))``; parameters and averages swap after each train epoch (so val,
-EvalHook and CheckpointHook see the EMA weights) and back before the next. Compare with
-``minimm/hooks/ema_hook.py`` (MMEngine: a separate averaged model). The update is minimm's fused
-``ops.ema_update_``: ``ema + m·(param - ema)``, MMCV's formula up to rounding.
-"""
+"""EMAHook, MMCV 1.x's: the moving average lives in buffers *on the model* (``a.b`` -> ``ema_a_b``),
+so every checkpoint holds it. Every ``interval`` iterations ``ema += m·(param - ema)``, ``m =
+min(momentum ** interval, (1 + iter) / (warm_up + iter))``, through minimm's fused
+``ops.ema_update_`` (MMCV's formula up to rounding); parameters and averages swap around each train
+epoch, so val, EvalHook and CheckpointHook see the averages. Compare ``minimm/hooks/ema_hook.py``
+(MMEngine: a separate averaged model). Left out: nothing."""
 import torch
 
 from minimm.ops import ema_update_

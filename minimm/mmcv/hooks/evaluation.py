@@ -1,13 +1,8 @@
-"""EvalHook and DistEvalHook: evaluate during training and keep the best checkpoint (MMCV 1.x).
-
-In MMCV 1.x evaluation is a hook, not a loop: it runs ``test_fn(model, dataloader)``, then
-``dataset.evaluate(results)`` into ``runner.log_buffer.output``; with ``save_best`` it keeps
-``best_{key}_epoch_{N}.pth`` and its score in ``runner.meta['hook_msgs']`` (they survive resume).
-Neither hook is registered in ``HOOKS`` (as in MMCV). As MMCV 1.7, quirks included: a score of 0 never saves a best
-checkpoint; a given ``less_keys`` requires ``greater_keys`` to be given too; by-iteration
-evaluation first makes the logger hooks log. The greater/less rule is minimm's shared
-``infer_rule``. Left out: ``file_client_args`` (local disk only).
-"""
+"""EvalHook and DistEvalHook: in MMCV 1.x evaluation is a hook, not a loop: ``test_fn(model,
+dataloader)``, then ``dataset.evaluate`` into ``runner.log_buffer.output``; ``save_best`` keeps
+``best_{key}_epoch_{N}.pth`` and its score in ``runner.meta['hook_msgs']``. Not registered, as in
+MMCV; its quirks are kept: a score of 0 never saves; a given ``less_keys`` needs ``greater_keys``;
+by-iteration evaluation first makes the logger hooks log. Left out: ``file_client_args``."""
 import os
 import os.path as osp
 import warnings
@@ -25,8 +20,6 @@ from .hook import Hook
 
 
 class EvalHook(Hook):
-    """Evaluate every ``interval`` epochs/iterations from ``start``; optionally save the best."""
-
     # The comparison rules and default key lists are MMEngine's CheckpointHook's (the same values).
     rule_map, init_value_map = RULE_MAP, INIT_VALUE_MAP
     _default_greater_keys, _default_less_keys = DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS
@@ -35,7 +28,8 @@ class EvalHook(Hook):
                  rule=None, test_fn=None, greater_keys=None, less_keys=None, out_dir=None,
                  file_client_args=None, **eval_kwargs):
         if not isinstance(dataloader, DataLoader):
-            raise TypeError(f'dataloader must be a pytorch DataLoader, but got {type(dataloader)}')
+            raise TypeError('dataloader must be a pytorch DataLoader, but got '
+                            f'{type(dataloader)}')
         if interval <= 0:
             raise ValueError(f'interval must be a positive number, but got {interval}')
         assert isinstance(by_epoch, bool), '``by_epoch`` should be a boolean'
@@ -45,22 +39,20 @@ class EvalHook(Hook):
             f'""save_best"" should be a str or None rather than {save_best}'
         if file_client_args is not None:
             raise ValueError('file_client_args is not supported: minimm saves to local disk')
-        self.dataloader, self.interval, self.start, self.by_epoch = dataloader, interval, start, by_epoch
-        self.save_best, self.eval_kwargs, self.out_dir = save_best, eval_kwargs, out_dir
+        self.dataloader, self.interval, self.start = dataloader, interval, start
+        self.by_epoch, self.save_best, self.eval_kwargs = by_epoch, save_best, eval_kwargs
+        self.out_dir = out_dir
         self.test_fn = test_fn if test_fn is not None else single_gpu_test
         self.initial_flag = True
-        if greater_keys is None:
-            self.greater_keys = self._default_greater_keys
-        else:
-            greater_keys = greater_keys if isinstance(greater_keys, (list, tuple)) else (greater_keys, )
+        if greater_keys is not None:
+            if not isinstance(greater_keys, (list, tuple)):
+                greater_keys = (greater_keys, )
             assert all(isinstance(k, str) for k in greater_keys)
-            self.greater_keys = greater_keys
-        if less_keys is None:
-            self.less_keys = self._default_less_keys
-        else:
-            # MMCV 1.7 checks greater_keys here (not less_keys): keep its behaviour.
-            assert greater_keys is not None and all(isinstance(k, str) for k in greater_keys)
-            self.less_keys = less_keys if isinstance(less_keys, (list, tuple)) else (less_keys, )
+        if less_keys is not None:
+            assert greater_keys is not None  # MMCV 1.7 checks greater_keys here, not less_keys
+            less_keys = less_keys if isinstance(less_keys, (list, tuple)) else (less_keys, )
+        self.greater_keys = self._default_greater_keys if greater_keys is None else greater_keys
+        self.less_keys = self._default_less_keys if less_keys is None else less_keys
         if save_best is not None:
             self.best_ckpt_path = None
             self._init_rule(rule, save_best)
@@ -77,7 +69,8 @@ class EvalHook(Hook):
     def before_run(self, runner) -> None:
         out_dir = resolve_out_dir(self.out_dir, runner.work_dir)
         if out_dir != runner.work_dir:
-            runner.logger.info(f'The best checkpoint will be saved to {out_dir} by HardDiskBackend')
+            runner.logger.info(f'The best checkpoint will be saved to {out_dir} by '
+                               'HardDiskBackend')
         self.out_dir = out_dir
         if self.save_best is not None:
             if runner.meta is None:
@@ -86,8 +79,8 @@ class EvalHook(Hook):
             runner.meta.setdefault('hook_msgs', dict())
             self.best_ckpt_path = runner.meta['hook_msgs'].get('best_ckpt', None)
 
+    # The first train iteration (epoch) evaluates once when resuming at or after ``start``.
     def before_train_iter(self, runner) -> None:
-        """Evaluate before training when resuming at or after ``start`` (by-iteration mode)."""
         if self.by_epoch or not self.initial_flag:
             return
         if self.start is not None and runner.iter >= self.start:
@@ -95,7 +88,6 @@ class EvalHook(Hook):
         self.initial_flag = False
 
     def before_train_epoch(self, runner) -> None:
-        """Evaluate before training when resuming at or after ``start`` (by-epoch mode)."""
         if not (self.by_epoch and self.initial_flag):
             return
         if self.start is not None and runner.epoch >= self.start:
@@ -149,9 +141,11 @@ class EvalHook(Hook):
         return eval_res[self.key_indicator]
 
     def _save_ckpt(self, runner, key_score) -> None:
-        cur_type, cur_time = ('epoch', runner.epoch + 1) if self.by_epoch else ('iter', runner.iter + 1)
+        cur_type, cur_time = ('epoch', runner.epoch + 1) if self.by_epoch \
+            else ('iter', runner.iter + 1)
         hook_msgs = runner.meta['hook_msgs']
-        if not self.compare_func(key_score, hook_msgs.get('best_score', self.init_value_map[self.rule])):
+        best_score = hook_msgs.get('best_score', self.init_value_map[self.rule])
+        if not self.compare_func(key_score, best_score):
             return
         hook_msgs['best_score'] = key_score
         if self.best_ckpt_path and osp.isfile(self.best_ckpt_path):
@@ -161,17 +155,19 @@ class EvalHook(Hook):
         self.best_ckpt_path = hook_msgs['best_ckpt'] = osp.join(self.out_dir, name)
         runner.save_checkpoint(self.out_dir, filename_tmpl=name, create_symlink=False)
         runner.logger.info(f'Now best checkpoint is saved as {name}.')
-        runner.logger.info(f'Best {self.key_indicator} is {key_score:0.4f} at {cur_time} {cur_type}.')
+        runner.logger.info(f'Best {self.key_indicator} is {key_score:0.4f} at {cur_time} '
+                           f'{cur_type}.')
 
 
 class DistEvalHook(EvalHook):
-    """Every rank tests its share (``multi_gpu_test``), rank 0 evaluates and saves;
-    ``broadcast_bn_buffer`` first copies rank 0's BatchNorm statistics to every rank."""
+    """Every rank tests its share (``multi_gpu_test``), rank 0 evaluates and saves; first,
+    ``broadcast_bn_buffer`` copies rank 0's BatchNorm statistics to every rank."""
 
     def __init__(self, dataloader, *args, broadcast_bn_buffer=True, tmpdir=None,
                  gpu_collect=False, test_fn=None, **kwargs):
         super().__init__(dataloader, *args, test_fn=test_fn or multi_gpu_test, **kwargs)
-        self.broadcast_bn_buffer, self.tmpdir, self.gpu_collect = broadcast_bn_buffer, tmpdir, gpu_collect
+        self.broadcast_bn_buffer = broadcast_bn_buffer
+        self.tmpdir, self.gpu_collect = tmpdir, gpu_collect
 
     def _do_evaluate(self, runner) -> None:
         if self.broadcast_bn_buffer:

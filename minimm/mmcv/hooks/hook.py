@@ -1,10 +1,9 @@
-"""Hook and HOOKS as MMCV 1.x had them: 10 stages, and every method takes only ``runner``.
+"""Hook and HOOKS as MMCV 1.x had them: 10 stages, each taking only ``runner``.
 
-Compare with ``minimm/hooks/hook.py`` (MMEngine): here a hook reads ``data_batch``/``outputs``
-from the runner, and there are no test or checkpoint stages. Train and val stages *funnel* into a
-generic method, so overriding ``after_epoch`` runs after train **and** val epochs. ``HOOKS`` is a
-registry of its own, so the two worlds' hooks cannot be mixed. Left out compared with MMCV 1.7:
-nothing of the class; ``is_method_overridden`` is minimm's shared one.
+Compare ``minimm/hooks/hook.py`` (MMEngine): here a hook reads ``data_batch``/``outputs`` from the
+runner, and train and val stages *funnel* into a generic method (overriding ``after_epoch`` acts
+after train **and** val epochs). ``HOOKS`` is a registry of its own, so the two worlds' hooks cannot
+be mixed. Left out compared with MMCV 1.7: nothing.
 """
 import re
 from typing import List

@@ -1,5 +1,5 @@
-"""IterTimerHook: puts ``data_time`` (waiting for the batch) and ``time`` (the whole iteration)
-into ``runner.log_buffer``, for train and val alike, as MMCV 1.7's."""
+"""IterTimerHook: ``data_time`` (waiting for the batch) and ``time`` (the whole iteration) into
+``runner.log_buffer``, train and val alike, as MMCV 1.7's. Left out: nothing."""
 import time
 
 from .hook import HOOKS, Hook

@@ -1,9 +1,8 @@
-"""MMCV 1.x's learning-rate updater hooks: ``lr_config=dict(policy='step', step=[8, 11], ...)``.
+"""MMCV 1.x's lr updater hooks: ``lr_config=dict(policy='step', step=[8, 11], ...)``.
 
-Each writes ``group['lr']``, a closed form of the group's starting lr and the progress, before
-each train epoch or iteration; a warm-up multiplies it by a factor rising from ``warmup_ratio`` to
-1. The engine and the policies shared with momentum are in ``param_updater.py``; the lr-only ones
-implement MMCV's ``get_lr``. Left out compared with MMCV 1.7: nothing.
+Each writes ``group['lr']``, a closed form of the starting lr and the progress; a warm-up multiplies
+it by a factor rising from ``warmup_ratio`` to 1. Engine and shared policies: ``param_updater.py``;
+the lr-only policies implement MMCV's ``get_lr``. Left out compared with MMCV 1.7: nothing.
 """
 import numbers
 

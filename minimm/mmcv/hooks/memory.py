@@ -1,5 +1,5 @@
-"""EmptyCacheHook: release cached CUDA memory at the chosen generic stages (train and val), as
-MMCV 1.7's. Harmless without CUDA (``torch.cuda.empty_cache`` then does nothing)."""
+"""EmptyCacheHook: release cached CUDA memory at the chosen generic stages, as MMCV 1.7's (without
+CUDA ``torch.cuda.empty_cache`` does nothing). Left out: nothing."""
 import torch
 
 from .hook import HOOKS, Hook

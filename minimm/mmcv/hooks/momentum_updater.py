@@ -1,7 +1,7 @@
 """MMCV 1.x's momentum updater hooks: ``momentum_config=dict(policy='cyclic', ...)``.
 
-They schedule ``momentum`` or ``betas[0]`` with ``param_updater.py``'s engine and policies. As in
-MMCV 1.7, a warm-up *divides* by the warm-up factor, so momentum can exceed 1. Left out: nothing.
+They schedule ``momentum`` or ``betas[0]`` with ``param_updater.py``'s engine and policies; as in
+MMCV 1.7 a warm-up *divides* by its factor, so momentum can exceed 1. Left out: nothing.
 """
 from minimm.optim.scheduler.formulas import (annealing_cos, annealing_linear, format_param,
                                              one_cycle_phase_ends)

@@ -1,9 +1,9 @@
 """The optimizer hooks: in MMCV 1.x the backward pass and the optimizer step are a hook.
 
-``OptimizerHook.after_train_iter``: ``zero_grad`` -> ``backward`` -> optional clipping (logging
-``grad_norm``) -> ``step``; the other three change one of those steps (the Fp16 scaler's state
-travels in ``runner.meta`` so it survives resume). As MMCV 1.7 (torch >= 1.6 path). Left out: fp16's ``coalesce``/``bucket_size_mb``/``distributed``
-arguments are accepted but unused there too (DDP averages the gradients).
+``OptimizerHook``: ``zero_grad``, ``backward``, optional clipping (logging ``grad_norm``), ``step``;
+the other three change one of those steps (Fp16's scaler state travels in ``runner.meta``, so it
+survives resume). As MMCV 1.7 on torch >= 1.6. Left out: Fp16's ``coalesce``, ``bucket_size_mb``
+and ``distributed`` are accepted but unused, as there (DDP averages the gradients).
 """
 import logging
 

@@ -1,12 +1,11 @@
-"""The engine of MMCV 1.x's LR and momentum updater hooks, and the policies both kinds share.
+"""The engine of MMCV 1.x's lr and momentum updater hooks, and the policies both kinds share.
 
-MMCV 1.7 writes the engine and the Step, annealing, Cyclic and OneCycle policies once per kind. Here
-a hook is a policy (``get_value``) plus a kind (``LrUpdaterHook``, ``MomentumUpdaterHook``) that
-reads, writes and warms a param group's value. Starting values are recorded with ``setdefault`` (a
-resumed optimizer keeps the first run's); ``by_epoch`` values are computed per train epoch (a
-warm-up scales them per iteration), others per iteration. Left out compared with MMCV 1.7: its
-per-kind attribute names (``base_lr``, ``regular_lr``, ``min_lr``...) are ``base_values``,
-``regular_values``, ``min_value``...
+MMCV 1.7 writes the engine and the Step, annealing, Cyclic and OneCycle policies once per kind; here
+a hook is a policy (``get_value``) plus a kind (``LrUpdaterHook``...) that reads, writes and warms a
+group's value. Starting values are kept with ``setdefault`` (a resumed optimizer keeps the first
+run's); ``by_epoch`` values change per train epoch (a warm-up per iteration), others per iteration.
+Left out compared with MMCV 1.7: its per-kind attribute names (``base_lr``, ``regular_lr``,
+``min_lr``...) are ``base_values``, ``regular_values``, ``min_value``...
 """
 from typing import Callable, List, Optional, Tuple, Union
 

@@ -1,10 +1,7 @@
 """ProfilerHook, MMCV 1.x's: ``torch.profiler`` around the first ``profile_iters`` epochs (or
-iterations) of training, on rank 0.
-
-``on_trace_ready``: a callable, ``dict(type='log_trace', ...)`` (print a table) or
-``dict(type='tb_trace', ...)`` (TensorBoard files). Different from MMCV 1.7: a relative
-``json_trace_path`` is placed in the work dir, and CUDA activity is dropped without CUDA.
-"""
+iterations), on rank 0; ``on_trace_ready`` is a callable, ``dict(type='log_trace', ...)`` (a table)
+or ``dict(type='tb_trace', ...)`` (TensorBoard files). Different from MMCV 1.7: a relative
+``json_trace_path`` goes into the work dir, and CUDA activity is dropped without CUDA."""
 import os.path as osp
 
 import torch

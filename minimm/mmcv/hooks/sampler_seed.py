@@ -1,8 +1,5 @@
-"""DistSamplerSeedHook: reshuffle a distributed sampler differently every epoch, as MMCV 1.7's.
-
-``DistributedSampler`` draws its permutation from ``seed + epoch``; without ``set_epoch`` every
-epoch would see the same order.
-"""
+"""DistSamplerSeedHook, as MMCV 1.7's: ``set_epoch(epoch)`` on the sampler before every epoch, since a
+``DistributedSampler`` shuffles with ``seed + epoch``. Left out: nothing."""
 from .hook import HOOKS, Hook
 
 

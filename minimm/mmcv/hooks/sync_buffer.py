@@ -1,9 +1,6 @@
-"""SyncBuffersHook: average the model's buffers (BatchNorm statistics) across ranks after every
-epoch, train **and** val (it overrides the generic ``after_epoch``), as MMCV 1.7's.
-
-Different from MMCV: integer buffers (``num_batches_tracked``) are averaged with rounding instead
-of failing on modern torch.
-"""
+"""SyncBuffersHook: average the buffers (BatchNorm statistics) across ranks after every train
+**and** val epoch (generic ``after_epoch``), as MMCV 1.7's. Different: integer buffers
+(``num_batches_tracked``) are averaged with rounding, where MMCV fails on current torch."""
 from minimm.dist import all_reduce_params
 
 from .hook import HOOKS, Hook

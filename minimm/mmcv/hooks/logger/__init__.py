@@ -9,7 +9,3 @@ from .segmind import SegmindLoggerHook
 from .tensorboard import TensorboardLoggerHook
 from .text import TextLoggerHook
 from .wandb import WandbLoggerHook
-
-__all__ = ['LoggerHook', 'TextLoggerHook', 'TensorboardLoggerHook', 'WandbLoggerHook',
-           'MlflowLoggerHook', 'NeptuneLoggerHook', 'DvcliveLoggerHook', 'ClearMLLoggerHook',
-           'SegmindLoggerHook', 'PaviLoggerHook']

@@ -1,9 +1,9 @@
 """LoggerHook: when MMCV 1.x's logger hooks write, and what they read (``runner.log_buffer``).
 
 Every ``interval`` iterations (and after a val epoch) a logger hook averages the buffer into
-``log_buffer.output`` and calls ``log(runner)``; only the *last* one registered clears it.
-``BackendLoggerHook``: the tracking-service hooks write through minimm's MMEngine-style
-visualisation backends, on rank 0. Left out compared with MMCV 1.7: nothing.
+``log_buffer.output`` and calls ``log(runner)``; only the *last* one registered clears it. The
+service hooks (``BackendLoggerHook``) write through minimm's MMEngine-style visualisation backends,
+on rank 0. Left out compared with MMCV 1.7: nothing.
 """
 import numbers
 
@@ -14,7 +14,6 @@ from ..hook import Hook
 
 
 class LoggerHook(Hook):
-    """Abstract logger hook (as MMCV 1.7's): subclasses implement ``log(runner)``."""
 
     def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
                  by_epoch: bool = True):
@@ -32,20 +31,20 @@ class LoggerHook(Hook):
             return True
         return include_torch and isinstance(val, torch.Tensor) and len(val) == 1
 
+    @staticmethod
+    def _check_mode(runner) -> None:
+        if runner.mode not in ('train', 'val'):
+            raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
+
     def get_mode(self, runner) -> str:
+        self._check_mode(runner)
         # An EvalHook's results arrive while runner.mode is 'train' but without a 'time' entry.
-        if runner.mode == 'train':
-            return 'train' if 'time' in runner.log_buffer.output else 'val'
-        if runner.mode == 'val':
-            return 'val'
-        raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
+        return 'train' if runner.mode == 'train' and 'time' in runner.log_buffer.output else 'val'
 
     def get_epoch(self, runner) -> int:
-        if runner.mode == 'train':
-            return runner.epoch + 1
-        if runner.mode == 'val':
-            return runner.epoch  # the train epoch already counted itself
-        raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
+        self._check_mode(runner)
+        # In val the train epoch has already counted itself.
+        return runner.epoch + 1 if runner.mode == 'train' else runner.epoch
 
     def get_iter(self, runner, inner_iter: bool = False) -> int:
         return runner.inner_iter + 1 if self.by_epoch and inner_iter else runner.iter + 1
@@ -106,7 +105,7 @@ class LoggerHook(Hook):
 
 
 class BackendLoggerHook(LoggerHook):
-    """A logger hook writing ``get_loggable_tags`` through a visualisation backend on rank 0."""
+    """Writes ``get_loggable_tags`` through the ``make_backend`` visualisation backend, on rank 0."""
 
     def make_backend(self, runner):
         raise NotImplementedError

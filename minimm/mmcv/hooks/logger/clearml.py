@@ -1,5 +1,5 @@
-"""ClearMLLoggerHook: MMCV 1.7's ClearML logger, through minimm's ``ClearMLVisBackend``
-(``clearml.Task.init(**init_kwargs)``; each tag is reported as its own title and series)."""
+"""ClearMLLoggerHook, MMCV 1.7's, through minimm's ``ClearMLVisBackend`` (each tag its own title and
+series). Left out: nothing."""
 from ....logging.tracking_backends import ClearMLVisBackend
 from ..hook import HOOKS
 from .base import BackendLoggerHook

@@ -1,5 +1,5 @@
-"""DvcliveLoggerHook: MMCV 1.x's DVCLive logger, through minimm's ``DVCLiveVisBackend``
-(``**kwargs`` go to ``dvclive.Live``; ``model_file`` saves a checkpoint after each train epoch)."""
+"""DvcliveLoggerHook, MMCV 1.x's, through minimm's ``DVCLiveVisBackend`` (``**kwargs`` go to
+``dvclive.Live``; ``model_file``: a checkpoint after each train epoch). Left out: nothing."""
 import os.path as osp
 
 from ....logging.tracking_backends import DVCLiveVisBackend

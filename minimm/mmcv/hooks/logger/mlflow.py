@@ -1,5 +1,5 @@
-"""MlflowLoggerHook: MMCV 1.x's MLflow logger, through minimm's ``MLflowVisBackend``. Different
-from MMCV: without ``MLFLOW_TRACKING_URI`` the file store is ``work_dir/mlruns``, not the cwd."""
+"""MlflowLoggerHook, MMCV 1.x's, through minimm's ``MLflowVisBackend``. Different from MMCV: without
+``MLFLOW_TRACKING_URI`` the file store is ``work_dir/mlruns``, not the current folder."""
 import inspect
 import os
 import os.path as osp

@@ -1,5 +1,5 @@
-"""NeptuneLoggerHook: MMCV 1.x's Neptune logger, through minimm's ``NeptuneVisBackend``. As in
-MMCV, ``reset_flag`` defaults to True and ``before_run`` does not look for the last logger hook."""
+"""NeptuneLoggerHook, MMCV 1.x's, through minimm's ``NeptuneVisBackend``; as in MMCV, ``reset_flag``
+defaults to True and ``before_run`` does not look for the last logger hook. Left out: nothing."""
 from ....logging.tracking_backends import NeptuneVisBackend
 from ..hook import HOOKS
 from .base import BackendLoggerHook

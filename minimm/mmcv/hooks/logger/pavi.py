@@ -1,5 +1,5 @@
-"""PaviLoggerHook: MMCV's logger for Pavi, SenseTime's private service; the name exists so that
-old configs fail with a clear message."""
+"""PaviLoggerHook: Pavi is SenseTime's private service; the name exists so that old configs fail
+with a clear message. Left out: the logging itself."""
 from ..hook import HOOKS
 from .base import LoggerHook
 

@@ -1,6 +1,5 @@
-"""SegmindLoggerHook: MMCV 1.7's logger for the Segmind platform (its ``segmind`` package
-tracks through MLflow's API; metrics are stepped by ``runner.epoch``). There is no MMEngine
-backend for Segmind, so this hook calls the package directly."""
+"""SegmindLoggerHook, MMCV 1.7's: the ``segmind`` package's MLflow-style tracking, stepped by
+``runner.epoch``. No MMEngine backend exists for it, so it calls the package. Left out: nothing."""
 from minimm.logging.vis_backend import import_optional
 
 from ..hook import HOOKS

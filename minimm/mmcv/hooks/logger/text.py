@@ -5,9 +5,9 @@ Console (``runner.logger.info``)::
     Epoch [1][2/3]	lr: 5.500e-02, eta: 0:00:00, time: 0.004, data_time: 0.002, loss: -0.2166
     Epoch(val) [1][2]	loss: -0.2081
 
-JSON: ``runner.meta`` first, then one line per log call (``mode``, ``epoch``, ``iter``, ``lr``,
-``memory`` on CUDA, the log vars; floats rounded to 5 decimals), as MMCV's ``analyze_logs.py``
-reads. Left out compared with MMCV 1.7: file backends other than the local disk for ``out_dir``.
+JSON: ``runner.meta``, then a line per log call (``mode``, ``epoch``, ``iter``, ``lr``, ``memory``
+on CUDA, the log vars; floats to 5 decimals), as MMCV's ``analyze_logs.py`` reads. Left out
+compared with MMCV 1.7: ``out_dir`` on file backends other than the local disk.
 """
 import datetime
 import json
