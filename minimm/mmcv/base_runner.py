@@ -37,7 +37,8 @@ class BaseRunner:
         module = model.module if hasattr(model, 'module') else model
         if batch_processor is not None:
             if not callable(batch_processor):
-                raise TypeError(f'batch_processor must be callable, but got {type(batch_processor)}')
+                raise TypeError('batch_processor must be callable, but got '
+                                f'{type(batch_processor)}')
             warnings.warn('batch_processor is deprecated; implement train_step() in the model',
                           DeprecationWarning)
             if hasattr(module, 'train_step') or hasattr(module, 'val_step'):
@@ -46,7 +47,8 @@ class BaseRunner:
         else:
             assert hasattr(model, 'train_step')
         optimizers = optimizer.values() if isinstance(optimizer, dict) else [optimizer]
-        if optimizer is not None and not all(isinstance(o, torch.optim.Optimizer) for o in optimizers):
+        if optimizer is not None and \
+                not all(isinstance(o, torch.optim.Optimizer) for o in optimizers):
             raise TypeError('optimizer must be an Optimizer, a dict of them or None, '
                             f'but got {type(optimizer)}')
         if not isinstance(logger, logging.Logger):
@@ -91,7 +93,6 @@ class BaseRunner:
         raise RuntimeError('lr is not applicable because optimizer does not exist.')
 
     def current_lr(self) -> Union[List[float], Dict[str, List[float]]]:
-        """The lr of every param group (a dict of lists for a dict of optimizers)."""
         return self._per_group(lambda group: group['lr'])
 
     def current_momentum(self) -> Union[List[float], Dict[str, List[float]]]:
@@ -127,7 +128,8 @@ class BaseRunner:
                 if not isinstance(mode, str):
                     raise TypeError(f'mode in workflow must be a str, but got {type(mode)}')
                 if not hasattr(self, mode):
-                    raise ValueError(f'runner has no method named "{mode}" to run {self._phase_name}')
+                    raise ValueError(f'runner has no method named "{mode}" to run '
+                                     f'{self._phase_name}')
                 for _ in range(times):
                     if mode == 'train' and done():
                         break
@@ -182,7 +184,6 @@ class BaseRunner:
                                revise_keys=revise_keys)
 
     def _load_for_resume(self, checkpoint, map_location, resume_optimizer: bool) -> dict:
-        """Load the weights and (optionally) the optimizer(s); return the checkpoint dict."""
         if map_location == 'default':
             map_location = (f'cuda:{torch.cuda.current_device()}' if torch.cuda.is_available()
                             else 'cpu')
@@ -221,7 +222,8 @@ class BaseRunner:
             else:
                 os.symlink(filename, latest)
 
-    def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location='default') -> None:
+    def resume(self, checkpoint: str, resume_optimizer: bool = True,
+               map_location='default') -> None:
         """Restore weights, optimizer(s), ``epoch``/``iter`` and ``meta`` (as MMCV 1.7, the
         runner's ``meta`` is **replaced** by the checkpoint's; ``inner_iter`` is untouched)."""
         checkpoint = self._load_for_resume(checkpoint, map_location, resume_optimizer)

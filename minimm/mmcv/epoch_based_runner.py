@@ -53,7 +53,6 @@ class EpochBasedRunner(BaseRunner):
         self._run_epoch(data_loader, 'val')  # MMCV does not forward kwargs here
 
     def run(self, data_loaders, workflow, max_epochs=None, **kwargs) -> None:
-        """Run ``workflow`` (e.g. ``[('train', 2), ('val', 1)]``) until ``max_epochs`` train epochs."""
         self._start_run(data_loaders, workflow, 'epochs', max_epochs)
         train_loaders = [loader for loader, (mode, _) in zip(data_loaders, workflow)
                          if mode == 'train']
@@ -64,7 +63,8 @@ class EpochBasedRunner(BaseRunner):
         self.call_hook('after_run')
 
     def save_checkpoint(self, out_dir: str, filename_tmpl: str = 'epoch_{}.pth',
-                        save_optimizer: bool = True, meta=None, create_symlink: bool = True) -> None:
+                        save_optimizer: bool = True, meta=None,
+                        create_symlink: bool = True) -> None:
         """Write ``out_dir/epoch_{epoch+1}.pth`` and point ``latest.pth`` at it."""
         self._save_checkpoint(out_dir, filename_tmpl.format(self.epoch + 1), save_optimizer, meta,
                               create_symlink)

@@ -8,32 +8,17 @@ N - 1``; ``resume`` sets ``inner_iter = iter`` and keeps ``meta``. Left out: the
 """
 import torch
 
+from minimm.runner.loops import _InfiniteDataloaderIterator
+
 from .base_runner import BaseRunner
 from .builder import RUNNERS
 from .hooks.iter_timer import IterTimerHook
 
 
-class IterLoader:
-    """An endless iterator over a DataLoader; ``epoch`` counts the wraps."""
+class IterLoader(_InfiniteDataloaderIterator):
+    """MMCV's endless loader: the MMEngine-style loop's, plus ``epoch`` (the wraps) and ``len``."""
 
-    def __init__(self, dataloader):
-        self._dataloader = dataloader
-        self.iter_loader = iter(dataloader)
-        self._epoch = 0
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    def __next__(self):
-        try:
-            return next(self.iter_loader)
-        except StopIteration:
-            self._epoch += 1
-            if hasattr(self._dataloader.sampler, 'set_epoch'):
-                self._dataloader.sampler.set_epoch(self._epoch)
-            self.iter_loader = iter(self._dataloader)
-            return next(self.iter_loader)
+    epoch = property(lambda self: self._epoch)
 
     def __len__(self) -> int:
         return len(self._dataloader)
@@ -41,7 +26,6 @@ class IterLoader:
 
 @RUNNERS.register_module()
 class IterBasedRunner(BaseRunner):
-    """Train by iterations; see the module docstring. Arguments: :class:`BaseRunner`'s."""
 
     def _step(self, iter_loader, mode: str, step, **kwargs) -> None:
         """One train or val iteration: fetch, ``before_*_iter``, ``step``, ``after_*_iter``."""
@@ -50,7 +34,8 @@ class IterBasedRunner(BaseRunner):
             self._epoch = iter_loader.epoch  # read before fetching: lags a wrap by one iteration
         self.data_batch = next(iter_loader)
         self.call_hook(f'before_{mode}_iter')
-        self._set_outputs(step(self.data_batch, **kwargs), 'model.train_step() and model.val_step()')
+        outputs = step(self.data_batch, **kwargs)
+        self._set_outputs(outputs, 'model.train_step() and model.val_step()')
         self.call_hook(f'after_{mode}_iter')
         del self.data_batch
         self._inner_iter += 1
@@ -67,7 +52,6 @@ class IterBasedRunner(BaseRunner):
         self._step(data_loader, 'val', self.model.val_step, **kwargs)  # no optimizer, as MMCV
 
     def run(self, data_loaders, workflow, max_iters=None, **kwargs) -> None:
-        """Run ``workflow`` (e.g. ``[('train', 10), ('val', 1)]``) until ``max_iters``."""
         self._start_run(data_loaders, workflow, 'iters', max_iters)
         self.call_hook('before_run')
         iter_loaders = [IterLoader(loader) for loader in data_loaders]
@@ -79,7 +63,8 @@ class IterBasedRunner(BaseRunner):
     def _start_phase(self) -> None:
         self._inner_iter = 0  # inner_iter counts the iterations of the current workflow phase
 
-    def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location='default') -> None:
+    def resume(self, checkpoint: str, resume_optimizer: bool = True,
+               map_location='default') -> None:
         """Restore weights, optimizer(s), ``epoch``, ``iter`` and ``inner_iter = iter``; the
         runner's ``meta`` is kept. As MMCV 1.7, ``map_location='default'`` means the current GPU."""
         if map_location == 'default' and not torch.cuda.is_available():
@@ -91,12 +76,13 @@ class IterBasedRunner(BaseRunner):
 
     def save_checkpoint(self, out_dir: str, filename_tmpl: str = 'iter_{}.pth', meta=None,
                         save_optimizer: bool = True, create_symlink: bool = True) -> None:
-        """Write ``out_dir/iter_{iter+1}.pth`` (note the argument order, MMCV's) and ``latest.pth``."""
+        """Write ``iter_{iter+1}.pth`` and ``latest.pth`` (MMCV's argument order, unlike Epoch's)."""
         self._save_checkpoint(out_dir, filename_tmpl.format(self.iter + 1), save_optimizer, meta,
                               create_symlink)
 
     def register_training_hooks(self, lr_config, optimizer_config=None, checkpoint_config=None,
-                                log_config=None, momentum_config=None, custom_hooks_config=None) -> None:
+                                log_config=None, momentum_config=None,
+                                custom_hooks_config=None) -> None:
         """As the base method, but lr, checkpoint and logger hooks default to ``by_epoch=False``
         (momentum does not, as in MMCV 1.7) and the timer is always an ``IterTimerHook``."""
         if checkpoint_config is not None:

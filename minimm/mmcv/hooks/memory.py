@@ -8,8 +8,10 @@ from .hook import HOOKS, Hook
 @HOOKS.register_module()
 class EmptyCacheHook(Hook):
 
-    def __init__(self, before_epoch: bool = False, after_epoch: bool = True, after_iter: bool = False):
-        self._before_epoch, self._after_epoch, self._after_iter = before_epoch, after_epoch, after_iter
+    def __init__(self, before_epoch: bool = False, after_epoch: bool = True,
+                 after_iter: bool = False):
+        self._before_epoch, self._after_epoch = before_epoch, after_epoch
+        self._after_iter = after_iter
 
     def after_iter(self, runner) -> None:
         if self._after_iter:

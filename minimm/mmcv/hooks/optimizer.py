@@ -27,9 +27,7 @@ class OptimizerHook(Hook):
 
     def clip_grads(self, params):
         params = [p for p in params if p.requires_grad and p.grad is not None]
-        if params:
-            return clip_grad_norm_(params, **self.grad_clip)
-        return None
+        return clip_grad_norm_(params, **self.grad_clip) if params else None
 
     def after_train_iter(self, runner) -> None:
         runner.optimizer.zero_grad()
@@ -88,7 +86,8 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
                 'Resume iter number is not divisible by cumulative_iters in '
                 'GradientCumulativeOptimizerHook, which means the gradient of some iters is lost '
                 'and the result may be influenced slightly.')
-        if self.cumulative_iters > 1 and any(isinstance(m, _BatchNorm) for m in runner.model.modules()):
+        has_bn = any(isinstance(m, _BatchNorm) for m in runner.model.modules())
+        if self.cumulative_iters > 1 and has_bn:
             runner.logger.warning('GradientCumulativeOptimizerHook may slightly decrease '
                                   'performance if the model has BatchNorm layers.')
         self.divisible_iters = runner.max_iters // self.cumulative_iters * self.cumulative_iters
@@ -131,7 +130,8 @@ class Fp16OptimizerHook(OptimizerHook):
         elif isinstance(loss_scale, dict):
             self.loss_scaler = GradScaler('cuda', **loss_scale)
         else:
-            raise ValueError(f'loss_scale must be of type float, dict, or "dynamic", got {loss_scale}')
+            raise ValueError('loss_scale must be of type float, dict, or "dynamic", got '
+                             f'{loss_scale}')
 
     def before_run(self, runner) -> None:
         wrap_fp16_model(runner.model)
