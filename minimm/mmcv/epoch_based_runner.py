@@ -65,7 +65,6 @@ class EpochBasedRunner(BaseRunner):
     def save_checkpoint(self, out_dir: str, filename_tmpl: str = 'epoch_{}.pth',
                         save_optimizer: bool = True, meta=None,
                         create_symlink: bool = True) -> None:
-        """Write ``out_dir/epoch_{epoch+1}.pth`` and point ``latest.pth`` at it."""
         self._save_checkpoint(out_dir, filename_tmpl.format(self.epoch + 1), save_optimizer, meta,
                               create_symlink)
 

@@ -24,8 +24,6 @@ def _funnel(generic: str):
 
 
 class Hook:
-    """Base MMCV hook: every stage is a no-op; the train/val stages call the generic ones."""
-
     stages = ('before_run', 'before_train_epoch', 'before_train_iter', 'after_train_iter',
               'after_train_epoch', 'before_val_epoch', 'before_val_iter', 'after_val_iter',
               'after_val_epoch', 'after_run')

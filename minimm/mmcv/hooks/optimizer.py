@@ -17,8 +17,7 @@ from .hook import HOOKS, Hook
 
 @HOOKS.register_module()
 class OptimizerHook(Hook):
-    """Backward, optional ``clip_grad_norm_(**grad_clip)`` and step, as MMCV 1.7.
-    ``detect_anomalous_params`` logs every trainable parameter outside the loss's graph (the
+    """``detect_anomalous_params`` logs every trainable parameter outside the loss's graph (the
     usual cause of DDP's "parameters that were not used" error); slow, debug only."""
 
     def __init__(self, grad_clip=None, detect_anomalous_params: bool = False):

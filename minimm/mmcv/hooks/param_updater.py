@@ -19,8 +19,6 @@ Values = Union[List[float], dict]
 
 
 class ParamUpdaterHook(Hook):
-    """Schedule one hyper-parameter of every param group (base of the LR and momentum hooks)."""
-
     initial_key = ''  # the group key of the starting value: 'initial_lr', 'initial_momentum'
     policy_method = ''  # MMCV's name for the policy, which custom hooks override: 'get_lr'...
     warmup_types_text = ''  # how the error for an unknown warm-up lists the valid ones
@@ -54,7 +52,6 @@ class ParamUpdaterHook(Hook):
         raise NotImplementedError
 
     def progress(self, runner) -> Tuple[int, int]:
-        """``(epoch, max_epochs)`` if ``by_epoch`` else ``(iter, max_iters)``."""
         return (runner.epoch, runner.max_epochs) if self.by_epoch else \
             (runner.iter, runner.max_iters)
 

@@ -25,11 +25,9 @@ class LoggerHook(Hook):
 
     @staticmethod
     def is_scalar(val, include_np: bool = True, include_torch: bool = True) -> bool:
-        if isinstance(val, numbers.Number):
-            return True
-        if include_np and isinstance(val, np.ndarray) and val.ndim == 0:
-            return True
-        return include_torch and isinstance(val, torch.Tensor) and len(val) == 1
+        return isinstance(val, numbers.Number) \
+            or include_np and isinstance(val, np.ndarray) and val.ndim == 0 \
+            or include_torch and isinstance(val, torch.Tensor) and len(val) == 1
 
     @staticmethod
     def _check_mode(runner) -> None:
@@ -105,7 +103,7 @@ class LoggerHook(Hook):
 
 
 class BackendLoggerHook(LoggerHook):
-    """Writes ``get_loggable_tags`` through the ``make_backend`` visualisation backend, on rank 0."""
+    """Writes ``get_loggable_tags`` through the visualisation backend ``make_backend`` returns."""
 
     def make_backend(self, runner):
         raise NotImplementedError
