@@ -76,7 +76,7 @@ class IterBasedRunner(BaseRunner):
 
     def save_checkpoint(self, out_dir: str, filename_tmpl: str = 'iter_{}.pth', meta=None,
                         save_optimizer: bool = True, create_symlink: bool = True) -> None:
-        """Write ``iter_{iter+1}.pth`` and ``latest.pth`` (MMCV's argument order, unlike Epoch's)."""
+        """Write ``iter_{iter+1}.pth`` and ``latest.pth`` (MMCV's argument order: not Epoch's)."""
         self._save_checkpoint(out_dir, filename_tmpl.format(self.iter + 1), save_optimizer, meta,
                               create_symlink)
 

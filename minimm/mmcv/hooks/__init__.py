@@ -1,5 +1,5 @@
-"""MMCV 1.x's hooks: importing this package registers each in ``minimm.mmcv.HOOKS`` (the
-imports *are* the registration). As in MMCV, ``EvalHook`` and ``DistEvalHook`` are not registered."""
+"""MMCV 1.x's hooks: importing this package registers each in ``minimm.mmcv.HOOKS`` (the imports
+*are* the registration). As in MMCV, ``EvalHook`` and ``DistEvalHook`` are not registered."""
 from .hook import HOOKS, Hook
 from .checkpoint import CheckpointHook
 from .closure import ClosureHook

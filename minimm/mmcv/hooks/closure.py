@@ -1,5 +1,5 @@
 """ClosureHook: run any ``fn(runner)`` at one stage without writing a class (as MMCV 1.7's). The
-function is an *instance* attribute: ``get_triggered_stages`` and ``get_hook_info`` never show it."""
+function is an *instance* attribute, which ``get_triggered_stages`` and ``get_hook_info`` ignore."""
 from .hook import HOOKS, Hook
 
 

@@ -16,6 +16,10 @@ from ..builder import build_from_cfg
 HOOKS = Registry('hook', build_func=build_from_cfg)
 
 
+def _nothing(self, runner) -> None:
+    """What a stage or generic method does unless a subclass overrides it."""
+
+
 def _funnel(generic: str):
     """A train or val stage that only calls the generic method ``generic`` (MMCV's funnel)."""
     def stage(self, runner) -> None:
@@ -28,26 +32,10 @@ class Hook:
               'after_train_epoch', 'before_val_epoch', 'before_val_iter', 'after_val_iter',
               'after_val_epoch', 'after_run')
 
-    def before_run(self, runner) -> None:
-        pass
-
-    def after_run(self, runner) -> None:
-        pass
-
-    # The generic methods: override these to act in train and val alike.
-    def before_epoch(self, runner) -> None:
-        pass
-
-    def after_epoch(self, runner) -> None:
-        pass
-
-    def before_iter(self, runner) -> None:
-        pass
-
-    def after_iter(self, runner) -> None:
-        pass
-
-    # The train and val stages the runners call, each funnelled into a generic method.
+    # Every method a subclass may override, at a glance. The train and val stages the runners
+    # call funnel into a generic method: override ``before_epoch`` to act in train and val alike.
+    before_run = after_run = _nothing
+    before_epoch = after_epoch = before_iter = after_iter = _nothing
     before_train_epoch = before_val_epoch = _funnel('before_epoch')
     after_train_epoch = after_val_epoch = _funnel('after_epoch')
     before_train_iter = before_val_iter = _funnel('before_iter')

@@ -130,7 +130,7 @@ class StepPolicy(ParamUpdaterHook):
 
 
 class AnnealingPolicy(ParamUpdaterHook):
-    """Anneal over the progress towards ``min_value`` or ``base * min_ratio`` (exactly one given)."""
+    """Anneal over the progress to ``min_value`` or ``base * min_ratio`` (exactly one given)."""
 
     anneal: Callable  # set by each hook: annealing_cos or annealing_linear
 

@@ -1,5 +1,5 @@
-"""DistSamplerSeedHook, as MMCV 1.7's: ``set_epoch(epoch)`` on the sampler before every epoch, since a
-``DistributedSampler`` shuffles with ``seed + epoch``. Left out: nothing."""
+"""DistSamplerSeedHook, as MMCV 1.7's: ``set_epoch(epoch)`` on the sampler before every epoch,
+since a ``DistributedSampler`` shuffles with ``seed + epoch``. Left out: nothing."""
 from .hook import HOOKS, Hook
 
 

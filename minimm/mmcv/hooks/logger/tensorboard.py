@@ -1,5 +1,6 @@
-"""TensorboardLoggerHook, MMCV 1.x's, through minimm's ``TensorboardVisBackend`` (``work_dir/tf_logs``
-by default; text values go to ``add_text``). Left out compared with MMCV 1.7: tensorboardX."""
+"""TensorboardLoggerHook, MMCV 1.x's, through minimm's ``TensorboardVisBackend`` (by default into
+``work_dir/tf_logs``; text values go to ``add_text``). Left out compared with MMCV 1.7:
+tensorboardX."""
 import os.path as osp
 
 from ....logging.vis_backend import TensorboardVisBackend

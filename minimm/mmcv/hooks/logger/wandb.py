@@ -1,5 +1,5 @@
-"""WandbLoggerHook, MMCV 1.x's, through minimm's ``WandbVisBackend``; after the run it uploads the log
-files as an artifact. Different from MMCV: W&B files go to the work dir, not the current folder."""
+"""WandbLoggerHook, MMCV 1.x's, through minimm's ``WandbVisBackend``; after the run it uploads the
+log files as an artifact. Different from MMCV: W&B files go to the work dir, not the cwd."""
 import os
 import os.path as osp
 import warnings
