@@ -90,12 +90,12 @@ class _AnnealLrUpdaterHook(AnnealingPolicy, LrUpdaterHook):
 
 @HOOKS.register_module()
 class CosineAnnealingLrUpdaterHook(_AnnealLrUpdaterHook):
-    anneal = staticmethod(annealing_cos)
+    anneal_func = staticmethod(annealing_cos)
 
 
 @HOOKS.register_module()
 class LinearAnnealingLrUpdaterHook(_AnnealLrUpdaterHook):
-    anneal = staticmethod(annealing_linear)
+    anneal_func = staticmethod(annealing_linear)
 
 
 @HOOKS.register_module()

@@ -53,12 +53,12 @@ class _AnnealMomentumUpdaterHook(AnnealingPolicy, MomentumUpdaterHook):
 
 @HOOKS.register_module()
 class CosineAnnealingMomentumUpdaterHook(_AnnealMomentumUpdaterHook):
-    anneal = staticmethod(annealing_cos)
+    anneal_func = staticmethod(annealing_cos)
 
 
 @HOOKS.register_module()
 class LinearAnnealingMomentumUpdaterHook(_AnnealMomentumUpdaterHook):
-    anneal = staticmethod(annealing_linear)
+    anneal_func = staticmethod(annealing_linear)
 
 
 @HOOKS.register_module()

@@ -132,7 +132,7 @@ class StepPolicy(ParamUpdaterHook):
 class AnnealingPolicy(ParamUpdaterHook):
     """Anneal over the progress to ``min_value`` or ``base * min_ratio`` (exactly one given)."""
 
-    anneal: Callable  # set by each hook: annealing_cos or annealing_linear
+    anneal_func: Callable  # set by each hook: annealing_cos or annealing_linear
 
     def __init__(self, min_value, min_ratio, **kwargs):
         assert (min_value is None) ^ (min_ratio is None), \
@@ -145,7 +145,7 @@ class AnnealingPolicy(ParamUpdaterHook):
 
     def get_value(self, runner, base: float) -> float:
         progress, max_progress = self.progress(runner)
-        return self.anneal(base, self.target(base), progress / max_progress)
+        return self.anneal_func(base, self.target(base), progress / max_progress)
 
 
 class CyclicPolicy(ParamUpdaterHook):
