@@ -107,6 +107,9 @@ class OneCycleMomentumUpdaterHook(OneCyclePolicy, MomentumUpdaterHook):
         return self.per_optimizer(runner, lambda name, optimizer: [
             self.get_momentum(runner, group) for group in optimizer.param_groups])
 
+    def get_momentum(self, runner, param_group):
+        return self.get_value(runner, param_group)
+
     def phase_bounds(self, param_group, phase):
         start_key, end_key = self.phase_keys[phase]
         return param_group[start_key], param_group[end_key]
