@@ -101,7 +101,8 @@ class BaseVisBackend:
     @property
     @force_init_env
     def experiment(self) -> Any:
-        """The underlying writer or service object, to reach what the backend does not wrap."""
+        """The underlying writer or service object (LocalVisBackend: itself), to reach what the
+        backend does not wrap."""
         return self._experiment
 
     def _init_env(self) -> None:
