@@ -243,37 +243,17 @@ void unpack_cpu(at::TensorList flats, at::TensorList tensors, double scale) {
   staged.finish(tensors);
 }
 
-// A pack plan's tables: pack, and unpack with the scale of the last call.
-struct PackTables {
-  Table pack, unpack;
-  double unpack_scale;
-};
-
 void pack_plan_run_cpu(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList, at::TensorList, bool unpack,
                        double scale) {
-  if (plan->stale(c10::DeviceType::CPU)) {
-    plan->check();
-    plan->table = std::make_shared<PackTables>(
-        PackTables{flat_table(plan->flats, plan->tensors, plan->layout, /*to_flat=*/true, 1.0),
-                   flat_table(plan->flats, plan->tensors, plan->layout, /*to_flat=*/false, scale), scale});
-    plan->remember(c10::DeviceType::CPU);
-  }
-  auto& tables = *static_cast<PackTables*>(plan->table.get());
-  if (!unpack) return tables.pack.run(1.0);
-  if (tables.unpack_scale != scale) {
-    tables.unpack = flat_table(plan->flats, plan->tensors, plan->layout, /*to_flat=*/false, scale);
-    tables.unpack_scale = scale;
-  }
-  tables.unpack.run(scale);
+  run_pack_plan<Table>(
+      *plan, c10::DeviceType::CPU, unpack, scale,
+      [&](bool to_flat, double s) { return flat_table(plan->flats, plan->tensors, plan->layout, to_flat, s); },
+      [](const Table& table, double s) { table.run(s); });
 }
 }  // namespace
 }  // namespace minimm
 
 TORCH_LIBRARY_IMPL(minimm, CPU, m) {
-  minimm::register_classes();
-  m.impl("ema_update_", &minimm::ema_update_cpu);
-  m.impl("ema_plan_step", &minimm::ema_plan_step_cpu);
-  m.impl("pack", &minimm::pack_cpu);
-  m.impl("unpack_", &minimm::unpack_cpu);
-  m.impl("pack_plan_run", &minimm::pack_plan_run_cpu);
+  minimm::impl_ops(m, &minimm::ema_update_cpu, &minimm::ema_plan_step_cpu, &minimm::pack_cpu, &minimm::unpack_cpu,
+                   &minimm::pack_plan_run_cpu);
 }

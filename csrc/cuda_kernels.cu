@@ -277,41 +277,21 @@ void unpack_cuda(at::TensorList flats, at::TensorList tensors, double scale) {
   staged.finish(tensors);
 }
 
-// A pack plan caches the pack launches and the unpack launches of its last scale.
-struct PackLaunches {
-  std::vector<Launch> pack, unpack;
-  double unpack_scale;
-};
-
 void pack_plan_run_cuda(const c10::intrusive_ptr<PackPlan>& plan, at::TensorList, at::TensorList, bool unpack,
                         double scale) {
   const c10::cuda::CUDAGuard guard(plan->device);
-  if (plan->stale(c10::DeviceType::CUDA)) {
-    plan->check();
-    auto fresh = std::make_shared<PackLaunches>();
-    fresh->pack = build_launches(flat_rows(plan->flats, plan->tensors, plan->layout, /*to_flat=*/true, 1.0));
-    fresh->unpack = build_launches(flat_rows(plan->flats, plan->tensors, plan->layout, /*to_flat=*/false, scale));
-    fresh->unpack_scale = scale;
-    plan->table = fresh;
-    plan->remember(c10::DeviceType::CUDA);
-  }
-  auto& launches = *static_cast<PackLaunches*>(plan->table.get());
-  if (!unpack) return run_launches(launches.pack, fixed_weight(0, nullptr), 1.0);
-  if (launches.unpack_scale != scale) {
-    launches.unpack = build_launches(flat_rows(plan->flats, plan->tensors, plan->layout, /*to_flat=*/false, scale));
-    launches.unpack_scale = scale;
-  }
-  run_launches(launches.unpack, fixed_weight(0, nullptr), scale);
+  run_pack_plan<std::vector<Launch>>(
+      *plan, c10::DeviceType::CUDA, unpack, scale,
+      [&](bool to_flat, double s) {
+        return build_launches(flat_rows(plan->flats, plan->tensors, plan->layout, to_flat, s));
+      },
+      [](const std::vector<Launch>& launches, double s) { run_launches(launches, fixed_weight(0, nullptr), s); });
 }
 
 }  // namespace
 }  // namespace minimm
 
 TORCH_LIBRARY_IMPL(minimm, CUDA, m) {
-  minimm::register_classes();
-  m.impl("ema_update_", &minimm::ema_update_cuda);
-  m.impl("ema_plan_step", &minimm::ema_plan_step_cuda);
-  m.impl("pack", &minimm::pack_cuda);
-  m.impl("unpack_", &minimm::unpack_cuda);
-  m.impl("pack_plan_run", &minimm::pack_plan_run_cuda);
+  minimm::impl_ops(m, &minimm::ema_update_cuda, &minimm::ema_plan_step_cuda, &minimm::pack_cuda, &minimm::unpack_cuda,
+                   &minimm::pack_plan_run_cuda);
 }

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace minimm {
@@ -139,10 +140,47 @@ struct PackPlan : PlanBase {
   void check() const;
 };
 
+// pack_plan_run as both kernel files do it: the plan's table caches the pack work and the unpack
+// work at the scale of the last call (`Work`: the file's CPU table or CUDA launches, made by
+// `build(to_flat, scale)`). A stale plan is checked again and both are rebuilt; a new scale
+// rebuilds the unpack work only. Then `run(work, scale)`.
+template <typename Work, typename Build, typename Run>
+void run_pack_plan(PackPlan& plan, c10::DeviceType type, bool unpack, double scale, Build build, Run run) {
+  struct Cache {
+    Work pack, unpack;
+    double unpack_scale;
+  };
+  if (plan.stale(type)) {
+    plan.check();
+    plan.table = std::make_shared<Cache>(Cache{build(true, 1.0), build(false, scale), scale});
+    plan.remember(type);
+  }
+  auto& cache = *static_cast<Cache*>(plan.table.get());
+  if (!unpack) return run(cache.pack, 1.0);
+  if (cache.unpack_scale != scale) {
+    cache.unpack = build(false, scale);
+    cache.unpack_scale = scale;
+  }
+  run(cache.unpack, scale);
+}
+
 // Registers the EMAPlan and PackPlan classes, once. Called first by the TORCH_LIBRARY block and
-// by every TORCH_LIBRARY_IMPL block: kernels taking a plan need the class registered, and C++
-// leaves the order of the files' static initialisers open.
+// by every TORCH_LIBRARY_IMPL block (impl_ops): kernels taking a plan need the class registered,
+// and C++ leaves the order of the files' static initialisers open.
 void register_classes();
+
+// A kernel file's TORCH_LIBRARY_IMPL block: the classes first (see above), then one kernel for
+// each op that registration.cpp declares, so no file can leave an op out.
+template <typename EmaUpdate, typename EmaPlanStep, typename Pack, typename Unpack, typename PackPlanRun>
+void impl_ops(torch::Library& m, EmaUpdate ema_update, EmaPlanStep ema_plan_step, Pack pack, Unpack unpack,
+              PackPlanRun pack_plan_run) {
+  register_classes();
+  m.impl("ema_update_", ema_update);
+  m.impl("ema_plan_step", ema_plan_step);
+  m.impl("pack", pack);
+  m.impl("unpack_", unpack);
+  m.impl("pack_plan_run", pack_plan_run);
+}
 
 // Checks shared by every kernel, run on every list call and whenever a plan's table is (re)built;
 // they turn a mistake into a ValueError naming it instead of memory corruption: equal lengths,

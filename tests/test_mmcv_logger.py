@@ -253,3 +253,15 @@ def test_dvclive_logger_steps_by_epoch_and_saves_the_model(tmp_path, monkeypatch
     assert rows[:2] == ['step', 'loss'] and rows[2] == '1'
     assert float(rows[3]) == pytest.approx((VAL[0] + VAL[1]) / 2)
     assert os.path.exists(tmp_path / 'model.pth')
+
+
+def test_dvclive_logger_writes_to_the_callers_live_object(tmp_path, monkeypatch):
+    needs('dvclive')
+    import dvclive
+    monkeypatch.chdir(tmp_path)
+    live = dvclive.Live(str(tmp_path / 'own'), save_dvc_exp=False)
+    run(tmp_path, [dict(type='DvcliveLoggerHook', dvclive=live)])
+    rows = (tmp_path / 'own' / 'plots' / 'metrics' / 'val' / 'loss.tsv').read_text().split()
+    assert rows[:3] == ['step', 'loss', '1']
+    assert float(rows[3]) == pytest.approx((VAL[0] + VAL[1]) / 2)
+    assert not (tmp_path / 'dvclive').exists()  # nothing went to the hook's default folder

@@ -119,6 +119,10 @@ class Config:
         cfg_dict: the settings; copied (containers only), so the caller's dict is not changed.
         cfg_text: the source text, if any.
         filename: the file it was loaded from, if any.
+
+    ``filename`` and ``text`` (each file of the ``_base_`` chain, prefixed with its path) are
+    plain attributes set once here, where MMEngine has read-only properties. They stay read-only
+    in effect: every attribute assignment on a Config goes to its settings.
     """
 
     def __init__(self, cfg_dict: Optional[dict] = None, cfg_text: Optional[str] = None,
@@ -132,8 +136,8 @@ class Config:
                 raise KeyError(f'{key!r} is reserved for the Config object and cannot be a '
                                'config key')
         object.__setattr__(self, '_cfg_dict', ConfigDict(_to_plain(cfg_dict)))
-        object.__setattr__(self, '_filename', None if filename is None else str(filename))
-        object.__setattr__(self, '_text', cfg_text or '')
+        object.__setattr__(self, 'filename', None if filename is None else str(filename))
+        object.__setattr__(self, 'text', cfg_text or '')
 
     @staticmethod
     def fromfile(filename: str, cfg_options: Optional[dict] = None,
@@ -148,15 +152,6 @@ class Config:
         if cfg_options:
             cfg.merge_from_dict(cfg_options)
         return cfg
-
-    @property
-    def filename(self) -> Optional[str]:
-        return self._filename
-
-    @property
-    def text(self) -> str:
-        """The source text: each file of the ``_base_`` chain, prefixed with its path."""
-        return self._text
 
     @property
     def pretty_text(self) -> str:
@@ -207,9 +202,9 @@ class Config:
         return self._cfg_dict.to_dict()
 
     def __getattr__(self, name: str) -> Any:
-        # Dunder lookups (copy, pickle) and the object's own fields must not reach the dict:
-        # during unpickling ``_cfg_dict`` does not exist yet and the lookup would recurse forever.
-        if name.startswith('__') or name in ('_cfg_dict', '_filename', '_text'):
+        # Dunder lookups (copy, pickle) and ``_cfg_dict`` itself must not reach the dict: during
+        # unpickling ``_cfg_dict`` does not exist yet and the lookup would recurse forever.
+        if name.startswith('__') or name == '_cfg_dict':
             raise AttributeError(f"'Config' object has no attribute '{name}'")
         return getattr(self._cfg_dict, name)
 

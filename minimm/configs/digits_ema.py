@@ -9,12 +9,10 @@ train_dataloader = dict(
     sampler=dict(type='DefaultSampler', shuffle=True),
     collate_fn=dict(type='default_collate'),
     dataset=dict(type='DigitsDataset', split='train'))
-val_dataloader = dict(
-    batch_size=120,
-    num_workers=0,
-    sampler=dict(type='DefaultSampler', shuffle=False),
-    collate_fn=dict(type='default_collate'),
-    dataset=dict(type='DigitsDataset', split='val'))
+# Validation reads the same way as training, in larger batches, in order, from the val split.
+val_dataloader = dict(train_dataloader, batch_size=120,
+                      sampler=dict(type='DefaultSampler', shuffle=False),
+                      dataset=dict(type='DigitsDataset', split='val'))
 test_dataloader = val_dataloader
 val_evaluator = dict(type='Accuracy')
 test_evaluator = val_evaluator

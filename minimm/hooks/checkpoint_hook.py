@@ -84,8 +84,6 @@ class CheckpointHook(Hook):
         if file_client_args is not None or backend_args is not None:
             raise ValueError('file backends are not supported: checkpoints go to local folders')
         self.published_keys = _key_list(published_keys, 'published_keys')
-        if save_begin < 0:
-            raise ValueError(f'save_begin should not be less than 0, but got {save_begin}')
         self.interval = interval
         self.by_epoch = by_epoch
         self.save_optimizer = save_optimizer
@@ -93,6 +91,8 @@ class CheckpointHook(Hook):
         self.out_dir = out_dir
         self.max_keep_ckpts = max_keep_ckpts
         self.save_last = save_last
+        if save_begin < 0:
+            raise ValueError(f'save_begin should not be less than 0, but got {save_begin}')
         self.save_begin = save_begin
         self.filename_tmpl = filename_tmpl or ('epoch_{}.pth' if by_epoch else 'iter_{}.pth')
 

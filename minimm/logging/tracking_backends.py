@@ -3,7 +3,10 @@
 Each one follows MMEngine 0.10's backend of the same name (``add_config``, ``add_scalar``,
 ``add_scalars``, ``close``, and ``experiment``: the service's own object, to reach what the backend
 does not wrap). The same classes serve MMCV 1.x's logger hooks (``minimm/mmcv/hooks/logger/``), so
-each service has one implementation in minimm.
+each service has one implementation in minimm. A backend writes only what is its own: ``_init_env``
+(which stores the service's object as ``experiment``), ``add_config``, ``add_scalar`` and
+``_close``; the rest comes from ``BaseVisBackend``, and the ``init_kwargs`` constructor of W&B,
+Neptune, DVCLive and ClearML from ``ServiceVisBackend``.
 
 The services' packages are optional: a backend imports its package on the first write and, when it
 is missing, says which ``pip install`` to run (``pip install minimm[loggers]`` installs them all).
@@ -22,7 +25,8 @@ from typing import Any, Optional
 import torch
 
 from ..registry import VISBACKENDS
-from .vis_backend import BaseVisBackend, config_pretty_text, force_init_env, import_optional
+from .vis_backend import (BaseVisBackend, check_no_step_key, config_pretty_text, force_init_env,
+                          import_optional)
 
 
 def config_dict(config: Any) -> dict:
@@ -45,8 +49,22 @@ def flatten(d: dict, parent_key: str = '', sep: str = '.') -> dict:
     return items
 
 
+class ServiceVisBackend(BaseVisBackend):
+    """A backend that starts a service's run with ``init_kwargs`` on the first write.
+
+    Args:
+        save_dir: folder for the service's local files (W&B, DVCLive); Neptune and ClearML keep
+            their own stores.
+        init_kwargs: keyword arguments of the call that starts the run.
+    """
+
+    def __init__(self, save_dir: Optional[str] = None, init_kwargs: Optional[dict] = None):
+        super().__init__(save_dir)
+        self._init_kwargs = dict(init_kwargs or {})
+
+
 @VISBACKENDS.register_module()
-class WandbVisBackend(BaseVisBackend):
+class WandbVisBackend(ServiceVisBackend):
     """Log to Weights & Biases (``wandb.init(**init_kwargs)``, ``dir`` defaulting to
     ``save_dir``; pass ``init_kwargs=dict(mode='offline')`` to stay local). ``wandb.log`` keeps
     its own step counter, so ``step`` is not passed on (as MMEngine).
@@ -60,8 +78,7 @@ class WandbVisBackend(BaseVisBackend):
                  define_metric_cfg=None, commit: bool = True):
         if define_metric_cfg is not None and not isinstance(define_metric_cfg, (dict, list)):
             raise ValueError('define_metric_cfg should be dict or list')
-        super().__init__(save_dir)
-        self._init_kwargs = dict(init_kwargs or {})
+        super().__init__(save_dir, init_kwargs)
         self._define_metric_cfg = define_metric_cfg
         self._commit = commit
 
@@ -75,30 +92,24 @@ class WandbVisBackend(BaseVisBackend):
             metric_cfgs = [dict(name=name, summary=summary) for name, summary in metric_cfgs.items()]
         for metric_cfg in metric_cfgs or []:
             wandb.define_metric(**metric_cfg)
-        self._wandb = wandb
-
-    @property
-    @force_init_env
-    def experiment(self):
-        return self._wandb
+        self._experiment = wandb
 
     @force_init_env
     def add_config(self, config: Any, **kwargs) -> None:
-        self._wandb.config.update(config_dict(config),
-                                  allow_val_change=self._init_kwargs.get('allow_val_change', False))
+        self._experiment.config.update(
+            config_dict(config), allow_val_change=self._init_kwargs.get('allow_val_change', False))
 
     @force_init_env
     def add_scalar(self, name: str, value, step: int = 0, **kwargs) -> None:
-        self._wandb.log({name: value}, commit=self._commit)
+        self._experiment.log({name: value}, commit=self._commit)
 
     @force_init_env
     def add_scalars(self, scalar_dict: dict, step: int = 0, file_path: Optional[str] = None,
                     **kwargs) -> None:
-        self._wandb.log(scalar_dict, commit=self._commit)
+        self._experiment.log(scalar_dict, commit=self._commit)
 
-    def close(self) -> None:
-        if self._env_initialized:
-            self._wandb.finish()
+    def _close(self) -> None:
+        self._experiment.finish()
 
 
 @VISBACKENDS.register_module()
@@ -138,82 +149,58 @@ class MLflowVisBackend(BaseVisBackend):
             mlflow.set_tags(self._tags)
         if self._params is not None:
             mlflow.log_params(self._params)
-        self._mlflow = mlflow
-
-    @property
-    @force_init_env
-    def experiment(self):
-        return self._mlflow
+        self._experiment = mlflow
 
     @force_init_env
     def add_config(self, config: Any, **kwargs) -> None:
         cfg = config_dict(config)
         if self._tracked_config_keys is not None:
             cfg = {key: cfg[key] for key in self._tracked_config_keys}
-        self._mlflow.log_params(flatten(cfg))
-        self._mlflow.log_text(config_pretty_text(config), 'config.py')
+        self._experiment.log_params(flatten(cfg))
+        self._experiment.log_text(config_pretty_text(config), 'config.py')
 
     @force_init_env
     def add_scalar(self, name: str, value, step: int = 0, **kwargs) -> None:
-        self._mlflow.log_metric(name, value, step)
+        self._experiment.log_metric(name, value, step)
 
     @force_init_env
     def add_scalars(self, scalar_dict: dict, step: int = 0, file_path: Optional[str] = None,
                     **kwargs) -> None:
-        assert 'step' not in scalar_dict, 'Please set it directly through the step parameter'
-        self._mlflow.log_metrics(scalar_dict, step)
+        check_no_step_key(scalar_dict)
+        self._experiment.log_metrics(scalar_dict, step)
 
-    def close(self) -> None:
-        if self._env_initialized:
-            self._mlflow.end_run()
+    def _close(self) -> None:
+        self._experiment.end_run()
 
 
 @VISBACKENDS.register_module()
-class NeptuneVisBackend(BaseVisBackend):
+class NeptuneVisBackend(ServiceVisBackend):
     """Log to a Neptune run (``neptune.init_run(**init_kwargs)``, offline by default)."""
-
-    def __init__(self, save_dir: Optional[str] = None, init_kwargs: Optional[dict] = None):
-        super().__init__(save_dir)
-        self._init_kwargs = init_kwargs
 
     def _init_env(self) -> None:
         neptune = import_optional('neptune', 'NeptuneVisBackend')
-        self._neptune = neptune.init_run(**(self._init_kwargs or {'mode': 'offline'}))
-
-    @property
-    @force_init_env
-    def experiment(self):
-        return self._neptune
+        self._experiment = neptune.init_run(**(self._init_kwargs or {'mode': 'offline'}))
 
     @force_init_env
     def add_config(self, config: Any, **kwargs) -> None:
         from neptune.types import File
-        self._neptune['config'].upload(File.from_content(config_pretty_text(config)))
+        self._experiment['config'].upload(File.from_content(config_pretty_text(config)))
 
     @force_init_env
     def add_scalar(self, name: str, value, step: int = 0, **kwargs) -> None:
-        self._neptune[name].append(value, step=step)
+        self._experiment[name].append(value, step=step)
 
-    @force_init_env
-    def add_scalars(self, scalar_dict: dict, step: int = 0, file_path: Optional[str] = None,
-                    **kwargs) -> None:
-        assert 'step' not in scalar_dict, 'Please set it directly through the step parameter'
-        for key, value in scalar_dict.items():
-            self._neptune[key].append(value, step=step)
-
-    def close(self) -> None:
-        if self._env_initialized:
-            self._neptune.stop()
+    def _close(self) -> None:
+        self._experiment.stop()
 
 
 @VISBACKENDS.register_module()
-class DVCLiveVisBackend(BaseVisBackend):
+class DVCLiveVisBackend(ServiceVisBackend):
     """Log with DVCLive (``dvclive.Live(dir=save_dir, **init_kwargs)``): metrics as TSV/JSON files
     under ``save_dir``, ready for ``dvc plots``."""
 
     def __init__(self, save_dir: str, init_kwargs: Optional[dict] = None):
-        super().__init__(save_dir)
-        self._init_kwargs = dict(init_kwargs or {})
+        super().__init__(save_dir, init_kwargs)  # unlike Neptune and ClearML, save_dir is required
 
     def _init_env(self) -> None:
         dvclive = import_optional('dvclive', 'DVCLiveVisBackend')
@@ -221,52 +208,32 @@ class DVCLiveVisBackend(BaseVisBackend):
         self._init_kwargs.setdefault('save_dvc_exp', False)
         # DVCLive writes its dvc.yaml (the plots' description) in the current folder by default.
         self._init_kwargs.setdefault('dvcyaml', osp.join(self._save_dir, 'dvc.yaml'))
-        self._dvclive = dvclive.Live(**self._init_kwargs)
-
-    @property
-    @force_init_env
-    def experiment(self):
-        return self._dvclive
+        self._experiment = dvclive.Live(**self._init_kwargs)
 
     @force_init_env
     def add_config(self, config: Any, **kwargs) -> None:
         # DVCLive takes plain JSON-like params: anything else is written as its text.
-        self._dvclive.log_params(json.loads(json.dumps(config_dict(config), default=str)))
+        self._experiment.log_params(json.loads(json.dumps(config_dict(config), default=str)))
 
     @force_init_env
     def add_scalar(self, name: str, value, step: int = 0, **kwargs) -> None:
-        self._dvclive.step = step
-        self._dvclive.log_metric(name, value.item() if isinstance(value, torch.Tensor) else value)
+        self._experiment.step = step
+        self._experiment.log_metric(name, value.item() if torch.is_tensor(value) else value)
 
-    @force_init_env
-    def add_scalars(self, scalar_dict: dict, step: int = 0, file_path: Optional[str] = None,
-                    **kwargs) -> None:
-        for key, value in scalar_dict.items():
-            self.add_scalar(key, value, step)
-
-    def close(self) -> None:
-        if self._env_initialized:
-            self._dvclive.end()
+    def _close(self) -> None:
+        self._experiment.end()
 
 
 @VISBACKENDS.register_module()
-class ClearMLVisBackend(BaseVisBackend):
-    """Log to a ClearML task (``clearml.Task.init(**init_kwargs)``)."""
-
-    def __init__(self, save_dir: Optional[str] = None, init_kwargs: Optional[dict] = None):
-        super().__init__(save_dir)
-        self._init_kwargs = init_kwargs
+class ClearMLVisBackend(ServiceVisBackend):
+    """Log to a ClearML task (``clearml.Task.init(**init_kwargs)``); ``experiment`` is the
+    ``clearml`` module, as in MMEngine."""
 
     def _init_env(self) -> None:
         clearml = import_optional('clearml', 'ClearMLVisBackend')
-        self._task = clearml.Task.init(**(self._init_kwargs or {}))
+        self._task = clearml.Task.init(**self._init_kwargs)
         self._logger = self._task.get_logger()
-        self._clearml = clearml
-
-    @property
-    @force_init_env
-    def experiment(self):
-        return self._clearml
+        self._experiment = clearml
 
     @force_init_env
     def add_config(self, config: Any, **kwargs) -> None:
@@ -276,13 +243,5 @@ class ClearMLVisBackend(BaseVisBackend):
     def add_scalar(self, name: str, value, step: int = 0, **kwargs) -> None:
         self._logger.report_scalar(title=name, series=name, value=value, iteration=step)
 
-    @force_init_env
-    def add_scalars(self, scalar_dict: dict, step: int = 0, file_path: Optional[str] = None,
-                    **kwargs) -> None:
-        assert 'step' not in scalar_dict, 'Please set it directly through the step parameter'
-        for key, value in scalar_dict.items():
-            self.add_scalar(key, value, step)
-
-    def close(self) -> None:
-        if self._env_initialized:
-            self._task.close()
+    def _close(self) -> None:
+        self._task.close()

@@ -4,6 +4,8 @@ MMEngine replaced MMCV's logger *hooks* (TextLoggerHook, TensorboardLoggerHook..
 owned by the Visualizer: LoggerHook hands one dict of scalars to ``runner.visualizer.add_scalars``,
 and every backend writes it its own way. A backend creates its folder or writer lazily, on the first
 write (``force_init_env``), so building one costs nothing and non-writing ranks never touch disk.
+``BaseVisBackend`` holds what MMEngine writes out again in every backend: ``experiment``, a
+``close`` that skips a backend that never started, and ``add_scalars`` as one ``add_scalar`` each.
 
 ``LocalVisBackend`` appends one JSON object per call, ``{"loss": 0.12, ..., "step": 10}``, to
 ``save_dir/scalars.json`` and, when ``file_path`` is given, also to ``save_dir/file_path`` (the
@@ -60,6 +62,12 @@ def json_default(obj: Any) -> Any:
     raise TypeError(f'{type(obj)} is not JSON serialisable')
 
 
+def check_no_step_key(scalar_dict: dict) -> None:
+    """Refuse a ``step`` key among the scalars: the step of a write is its ``step`` argument."""
+    if 'step' in scalar_dict:
+        raise KeyError('Please set step through the step argument, not in scalar_dict')
+
+
 def config_pretty_text(config: Any) -> str:
     """The text of a config: a Config's ``pretty_text``, ``key = value`` lines for a dict, or ''
     for None (a runner built without a config)."""
@@ -73,7 +81,12 @@ def config_pretty_text(config: Any) -> str:
 
 
 class BaseVisBackend:
-    """A place to write scalars and the config to; every method is a no-op here.
+    """A place to write scalars and the config to: what every backend shares.
+
+    Writing methods are no-ops here. The shared parts are the lazy start (``_init_env``, run once
+    by ``force_init_env``), ``experiment`` (what ``_init_env`` stored in ``_experiment``), a
+    ``close`` that releases only a backend that started (``_close``), and an ``add_scalars`` that
+    makes one ``add_scalar`` call per value.
 
     Args:
         save_dir: folder the backend writes into.
@@ -82,11 +95,15 @@ class BaseVisBackend:
     def __init__(self, save_dir: str):
         self._save_dir = save_dir
         self._env_initialized = False
+        # What the backend writes through (a SummaryWriter, the wandb module...): _init_env sets it.
+        self._experiment: Any = self
 
     @property
+    @force_init_env
     def experiment(self) -> Any:
-        """The underlying writer object (e.g. the SummaryWriter)."""
-        return self
+        """The underlying writer or service object (LocalVisBackend: itself), to reach what the
+        backend does not wrap."""
+        return self._experiment
 
     def _init_env(self) -> None:
         """Create folders/writers; called once, before the first write."""
@@ -97,12 +114,21 @@ class BaseVisBackend:
     def add_scalar(self, name: str, value, step: int = 0, **kwargs) -> None:
         """Record one scalar at ``step``."""
 
+    @force_init_env
     def add_scalars(self, scalar_dict: dict, step: int = 0, file_path: Optional[str] = None,
                     **kwargs) -> None:
-        """Record several scalars at ``step``."""
+        """Record several scalars at ``step``, one ``add_scalar`` each."""
+        check_no_step_key(scalar_dict)
+        for key, value in scalar_dict.items():
+            self.add_scalar(key, value, step)
 
     def close(self) -> None:
-        """Flush and release files/writers."""
+        """Flush and release files/writers; a backend that never started has nothing to release."""
+        if self._env_initialized:
+            self._close()
+
+    def _close(self) -> None:
+        """Release what ``_init_env`` and the writes opened."""
 
 
 @VISBACKENDS.register_module()
@@ -174,7 +200,7 @@ class LocalVisBackend(BaseVisBackend):
         f.write(json.dumps(value_dict, default=json_default) + '\n')
         f.flush()
 
-    def close(self) -> None:
+    def _close(self) -> None:
         for f in self._files.values():
             f.close()
         self._files.clear()
@@ -192,33 +218,19 @@ class TensorboardVisBackend(BaseVisBackend):
         import_optional('tensorboard', 'TensorboardVisBackend')
         from torch.utils.tensorboard import SummaryWriter
         os.makedirs(self._save_dir, exist_ok=True)
-        self._tensorboard = SummaryWriter(self._save_dir)
-
-    @property
-    @force_init_env
-    def experiment(self):
-        return self._tensorboard
+        self._experiment = SummaryWriter(self._save_dir)
 
     @force_init_env
     def add_config(self, config: Any, **kwargs) -> None:
-        self._tensorboard.add_text('config', config_pretty_text(config))
+        self._experiment.add_text('config', config_pretty_text(config))
 
     @force_init_env
     def add_scalar(self, name: str, value, step: int = 0, **kwargs) -> None:
         if isinstance(value, (int, float, torch.Tensor, np.ndarray, np.number)):
-            self._tensorboard.add_scalar(name, value, step)
+            self._experiment.add_scalar(name, value, step)
         else:
             warnings.warn(f'Got {type(value)}, but numpy array, torch tensor, int or float are '
                           f'expected. Skip it: {name}')
 
-    @force_init_env
-    def add_scalars(self, scalar_dict: dict, step: int = 0, file_path: Optional[str] = None,
-                    **kwargs) -> None:
-        if 'step' in scalar_dict:
-            raise KeyError('Please set step through the step argument, not in scalar_dict')
-        for key, value in scalar_dict.items():
-            self.add_scalar(key, value, step)
-
-    def close(self) -> None:
-        if self._env_initialized:
-            self._tensorboard.close()
+    def _close(self) -> None:
+        self._experiment.close()

@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 import warnings
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -61,6 +61,9 @@ class _Decision:
 
 _lock = threading.Lock()
 _decision: Optional[_Decision] = None
+# Called once the native library is loaded. ``fake.py`` adds the registration of its fake kernels
+# here: this module cannot import it, because it imports the twins, which import this module.
+after_load: List[Callable[[], None]] = []
 
 
 def _flag(name: str) -> bool:
@@ -173,8 +176,8 @@ def _decide() -> _Decision:
             raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
         warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
         return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
-    from . import fake  # not at the top: fake imports the twins, which import this module
-    fake.register()
+    for callback in after_load:
+        callback()
     has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
     if has_cuda:
         cuda = ('native', where)

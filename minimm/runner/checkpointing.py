@@ -101,9 +101,9 @@ class CheckpointMixin:
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
         checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
         meta = checkpoint['meta']
-        # As MMEngine, the counters are set on the loop directly (they have no public setter).
-        self.train_loop._epoch = meta['epoch']
-        self.train_loop._iter = meta['iter']
+        # The counters are plain attributes of the loop (MMEngine sets its private _epoch/_iter).
+        self.train_loop.epoch = meta['epoch']
+        self.train_loop.iter = meta['iter']
         resumed_seed = meta.get('seed')
         if resumed_seed is not None and resumed_seed != self._randomness_cfg.get('seed'):
             if self._randomness_cfg.get('seed') is not None:

@@ -28,17 +28,13 @@ class BaseLoop:
     """Holds the runner and a dataloader (built from a dict by the runner when needed)."""
 
     def __init__(self, runner, dataloader: Union[DataLoader, dict]):
-        self._runner = runner
+        self.runner = runner
         if isinstance(dataloader, dict):
             diff_rank_seed = runner._randomness_cfg.get('diff_rank_seed', False)
             self.dataloader = runner.build_dataloader(dataloader, seed=runner.seed,
                                                       diff_rank_seed=diff_rank_seed)
         else:
             self.dataloader = dataloader
-
-    @property
-    def runner(self):
-        return self._runner
 
     def run(self):
         raise NotImplementedError
@@ -60,7 +56,9 @@ class BaseTrainLoop(BaseLoop):
 
     An epoch-based loop is given ``max_epochs`` (``max_iters`` follows from the dataloader's
     length); an iteration-based one ``max_iters``, and the whole run counts as one epoch, as in
-    MMEngine.
+    MMEngine. ``epoch``, ``iter``, ``max_epochs`` and ``max_iters`` are plain attributes where
+    MMEngine has read-only properties over private counters: nothing is computed, and a resumed
+    run sets ``epoch`` and ``iter`` directly.
     """
 
     def __init__(self, runner, dataloader, val_begin: int, val_interval: int,
@@ -70,33 +68,17 @@ class BaseTrainLoop(BaseLoop):
             raise ValueError('train_dataloader has no batches: its dataset is empty, or smaller '
                              'than batch_size with drop_last=True')
         if max_epochs is not None:
-            self._max_epochs = _non_negative_int('max_epochs', max_epochs)
-            self._max_iters = self._max_epochs * len(self.dataloader)
+            self.max_epochs = _non_negative_int('max_epochs', max_epochs)
+            self.max_iters = self.max_epochs * len(self.dataloader)
         else:
-            self._max_iters = _non_negative_int('max_iters', max_iters)
-            self._max_epochs = 1
-        self._epoch = 0
-        self._iter = 0
+            self.max_iters = _non_negative_int('max_iters', max_iters)
+            self.max_epochs = 1
+        self.epoch = 0
+        self.iter = 0
         self.val_begin = val_begin
         self.val_interval = val_interval
         # Set by EarlyStoppingHook to end training after the current epoch (or iteration).
         self.stop_training = False
-
-    @property
-    def max_epochs(self) -> int:
-        return self._max_epochs
-
-    @property
-    def max_iters(self) -> int:
-        return self._max_iters
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    @property
-    def iter(self) -> int:
-        return self._iter
 
     def run_iter(self, idx: int, data_batch) -> None:
         self.runner.call_hook('before_train_iter', batch_idx=idx, data_batch=data_batch)
@@ -108,7 +90,7 @@ class BaseTrainLoop(BaseLoop):
                            f'BaseModel.train_step does), but got {_describe(outputs)}')
         self.runner.call_hook('after_train_iter', batch_idx=idx, data_batch=data_batch,
                               outputs=outputs)
-        self._iter += 1
+        self.iter += 1
 
     def _should_validate(self, done: int, total: int) -> bool:
         """Validate after ``done`` of ``total`` epochs (or iterations) when there is a val loop,
@@ -128,9 +110,9 @@ class EpochBasedTrainLoop(BaseTrainLoop):
 
     def run(self) -> torch.nn.Module:
         self.runner.call_hook('before_train')
-        while self._epoch < self._max_epochs and not self.stop_training:
+        while self.epoch < self.max_epochs and not self.stop_training:
             self.run_epoch()
-            if self._should_validate(self._epoch, self._max_epochs):
+            if self._should_validate(self.epoch, self.max_epochs):
                 self.runner.val_loop.run()
         self.runner.call_hook('after_train')
         return self.runner.model
@@ -141,7 +123,7 @@ class EpochBasedTrainLoop(BaseTrainLoop):
         for idx, data_batch in enumerate(self.dataloader):
             self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')
-        self._epoch += 1
+        self.epoch += 1
 
 
 class _InfiniteDataloaderIterator:
@@ -181,19 +163,19 @@ class IterBasedTrainLoop(BaseTrainLoop):
     def run(self) -> torch.nn.Module:
         self.runner.call_hook('before_train')
         self.runner.call_hook('before_train_epoch')
-        if self._iter > 0:
+        if self.iter > 0:
             # Resumed: skip the batches that were already trained on, so the data order matches
             # an uninterrupted run.
             self.runner.logger.log(logging.WARNING,
-                                   f'Advance dataloader {self._iter} steps to skip data that '
+                                   f'Advance dataloader {self.iter} steps to skip data that '
                                    'has already been trained')
-            for _ in range(self._iter):
+            for _ in range(self.iter):
                 next(self.dataloader_iterator)
-        while self._iter < self._max_iters and not self.stop_training:
+        while self.iter < self.max_iters and not self.stop_training:
             self.runner.model.train()
             # The global iteration is the batch index, as in MMEngine.
-            self.run_iter(self._iter, next(self.dataloader_iterator))
-            if self._should_validate(self._iter, self._max_iters):
+            self.run_iter(self.iter, next(self.dataloader_iterator))
+            if self._should_validate(self.iter, self.max_iters):
                 self.runner.val_loop.run()
         self.runner.call_hook('after_train_epoch')
         self.runner.call_hook('after_train')

@@ -27,6 +27,7 @@ import logging
 import os
 import os.path as osp
 import time
+from operator import attrgetter
 from typing import Dict, List, Optional, Union
 
 import torch
@@ -222,25 +223,12 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             self._test_loop = self._build_eval_loop(self._test_loop, 'test')
         return self._test_loop
 
-    @property
-    def train_dataloader(self):
-        return self.train_loop.dataloader
-
-    @property
-    def val_dataloader(self):
-        return self.val_loop.dataloader
-
-    @property
-    def test_dataloader(self):
-        return self.test_loop.dataloader
-
-    @property
-    def val_interval(self) -> int:
-        return self.train_loop.val_interval
-
-    @property
-    def val_begin(self) -> int:
-        return self.train_loop.val_begin
+    # MMEngine's shortcuts to an attribute of a loop (which reading them builds, if need be).
+    train_dataloader = property(attrgetter('train_loop.dataloader'))
+    val_dataloader = property(attrgetter('val_loop.dataloader'))
+    test_dataloader = property(attrgetter('test_loop.dataloader'))
+    val_interval = property(attrgetter('train_loop.val_interval'))
+    val_begin = property(attrgetter('train_loop.val_begin'))
 
     # ------------------------------------------------------------------ environment
     def _setup_env(self, env_cfg: dict) -> None:

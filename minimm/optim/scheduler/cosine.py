@@ -44,8 +44,7 @@ class CosineAnnealingParamScheduler(_ParamScheduler):
         self.T_max = T_max or (end - begin)
         self.eta_min = eta_min
         self.eta_min_ratio = eta_min_ratio
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         if self.last_step == 0:
@@ -83,8 +82,7 @@ class CosineRestartParamScheduler(_ParamScheduler):
         self.eta_min_ratio = eta_min_ratio
         self.restart_weights = restart_weights
         self.cumulative_periods = [sum(periods[:i + 1]) for i in range(len(periods))]
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         idx = period_index(self.last_step, self.cumulative_periods)

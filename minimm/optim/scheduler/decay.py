@@ -30,13 +30,12 @@ class StepParamScheduler(_ParamScheduler):
             raise ValueError(f'step_size should be positive, but got {step_size}')
         self.step_size = step_size
         self.gamma = gamma
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         if self.last_step == 0 or self.last_step % self.step_size != 0:
             return self._current_values()
-        return [v * self.gamma for v in self._current_values()]
+        return self._scaled_values(self.gamma)
 
 
 @PARAM_SCHEDULERS.register_module()
@@ -50,14 +49,12 @@ class MultiStepParamScheduler(_ParamScheduler):
                  by_epoch: bool = True, verbose: bool = False):
         self.milestones = Counter(milestones)
         self.gamma = gamma
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         if self.last_step not in self.milestones:
             return self._current_values()
-        return [v * self.gamma ** self.milestones[self.last_step]
-                for v in self._current_values()]
+        return self._scaled_values(self.gamma ** self.milestones[self.last_step])
 
 
 @PARAM_SCHEDULERS.register_module()
@@ -68,13 +65,12 @@ class ExponentialParamScheduler(_ParamScheduler):
                  begin: int = 0, end: int = INF, last_step: int = -1, by_epoch: bool = True,
                  verbose: bool = False):
         self.gamma = gamma
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         if self.last_step == 0:
             return self._current_values()
-        return [v * self.gamma for v in self._current_values()]
+        return self._scaled_values(self.gamma)
 
 
 @PARAM_SCHEDULERS.register_module()
@@ -87,8 +83,7 @@ class PolyParamScheduler(_ParamScheduler):
         self.eta_min = eta_min
         self.power = power
         self.total_iters = end - begin - 1
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         if self.last_step == 0:

@@ -64,8 +64,7 @@ class OneCycleParamScheduler(_ParamScheduler):
                 group['initial_lr'] = max_value / div_factor
                 group['max_lr'] = max_value
                 group['min_lr'] = group['initial_lr'] / final_div_factor
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     @staticmethod
     def _make_phases(pct_start: float, total_steps: int, three_phase: bool) -> List[dict]:

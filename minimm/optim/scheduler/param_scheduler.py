@@ -123,7 +123,7 @@ class _ParamScheduler:
             for i, (group, value) in enumerate(zip(self.optimizer.param_groups, values)):
                 group[self.param_name] = value
                 self.print_value(self.verbose, i, value)
-        self._last_value = [group[self.param_name] for group in self.optimizer.param_groups]
+        self._last_value = self._current_values()
 
     def _get_value(self) -> List[float]:
         """The new value of every group, computed from the current ones (chainable form)."""
@@ -132,6 +132,10 @@ class _ParamScheduler:
     def _current_values(self) -> List[float]:
         """The groups' current values: what a step that changes nothing returns."""
         return [group[self.param_name] for group in self.optimizer.param_groups]
+
+    def _scaled_values(self, factor: float) -> List[float]:
+        """The groups' current values times ``factor``: one step of a multiplicative schedule."""
+        return [value * factor for value in self._current_values()]
 
     def get_last_value(self) -> List[float]:
         """The values after the latest ``step()``."""

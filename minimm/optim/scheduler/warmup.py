@@ -14,9 +14,10 @@ from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
 
 
-def _check_factor(name: str, factor: float) -> None:
+def _check_factor(name: str, factor: float) -> float:
     if not 0 <= factor <= 1:
         raise ValueError(f'{name} should be between 0 and 1, but got {factor}')
+    return factor
 
 
 @PARAM_SCHEDULERS.register_module()
@@ -26,17 +27,15 @@ class ConstantParamScheduler(_ParamScheduler):
     def __init__(self, optimizer: OptimizerType, param_name: str, factor: float = 1.0 / 3,
                  begin: int = 0, end: int = INF, last_step: int = -1, by_epoch: bool = True,
                  verbose: bool = False):
-        _check_factor('factor', factor)
-        self.factor = factor
+        self.factor = _check_factor('factor', factor)
         self.total_iters = end - begin - 1
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         if self.last_step == 0:
-            return [v * self.factor for v in self._current_values()]
+            return self._scaled_values(self.factor)
         if self.last_step == self.total_iters:
-            return [v * (1.0 / self.factor) for v in self._current_values()]
+            return self._scaled_values(1.0 / self.factor)
         return self._current_values()
 
 
@@ -48,22 +47,19 @@ class LinearParamScheduler(_ParamScheduler):
                  start_factor: float = 1.0 / 3, end_factor: float = 1.0, begin: int = 0,
                  end: int = INF, last_step: int = -1, by_epoch: bool = True,
                  verbose: bool = False):
-        _check_factor('start_factor', start_factor)
-        _check_factor('end_factor', end_factor)
-        self.start_factor = start_factor
-        self.end_factor = end_factor
+        self.start_factor = _check_factor('start_factor', start_factor)
+        self.end_factor = _check_factor('end_factor', end_factor)
         self.total_iters = end - begin - 1
-        super().__init__(optimizer, param_name, begin=begin, end=end, last_step=last_step,
-                         by_epoch=by_epoch, verbose=verbose)
+        super().__init__(optimizer, param_name, begin, end, last_step, by_epoch, verbose)
 
     def _get_value(self):
         if self.last_step == 0:
-            return [v * self.start_factor for v in self._current_values()]
+            return self._scaled_values(self.start_factor)
         # Ratio of this step's factor to the previous one's, so the update is chainable.
         delta = self.end_factor - self.start_factor
         ratio = 1. + delta / (self.total_iters * self.start_factor
                               + (self.last_step - 1) * delta)
-        return [v * ratio for v in self._current_values()]
+        return self._scaled_values(ratio)
 
 
 @PARAM_SCHEDULERS.register_module()

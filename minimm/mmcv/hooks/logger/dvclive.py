@@ -18,7 +18,7 @@ class DvcliveLoggerHook(BackendLoggerHook):
     def make_backend(self, runner):
         backend = DVCLiveVisBackend(osp.join(runner.work_dir, 'dvclive'), self.kwargs)
         if self.dvclive is not None:  # a Live object of the caller's: the backend writes to it
-            backend._dvclive, backend._env_initialized = self.dvclive, True
+            backend._experiment, backend._env_initialized = self.dvclive, True
         return backend
 
     def get_step(self, runner) -> int:
