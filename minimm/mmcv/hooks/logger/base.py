@@ -2,8 +2,8 @@
 
 Every ``interval`` iterations (and after a val epoch) a logger hook averages the buffer into
 ``log_buffer.output`` and calls ``log(runner)``; only the *last* one registered clears it. The
-service hooks (``BackendLoggerHook``) write through minimm's MMEngine-style visualisation backends,
-on rank 0. Left out compared with MMCV 1.7: nothing.
+backend hooks (``BackendLoggerHook``; ``ServiceLoggerHook`` for those set up by ``init_kwargs``)
+write through minimm's MMEngine-style visualisation backends, on rank 0. Left out: nothing.
 """
 import numbers
 
@@ -124,3 +124,12 @@ class BackendLoggerHook(LoggerHook):
     def after_run(self, runner) -> None:
         if runner.rank == 0:
             self.backend.close()
+
+
+class ServiceLoggerHook(BackendLoggerHook):
+    """The hook of a tracking service (ClearML, Neptune, W&B): ``init_kwargs`` configure it."""
+
+    def __init__(self, init_kwargs=None, interval: int = 10, ignore_last: bool = True,
+                 reset_flag: bool = False, by_epoch: bool = True):
+        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        self.init_kwargs = init_kwargs

@@ -2,16 +2,16 @@
 defaults to True and ``before_run`` does not look for the last logger hook. Left out: nothing."""
 from ....logging.tracking_backends import NeptuneVisBackend
 from ..hook import HOOKS
-from .base import BackendLoggerHook
+from .base import ServiceLoggerHook
 
 
 @HOOKS.register_module()
-class NeptuneLoggerHook(BackendLoggerHook):
+class NeptuneLoggerHook(ServiceLoggerHook):
 
     def __init__(self, init_kwargs=None, interval: int = 10, ignore_last: bool = True,
                  reset_flag: bool = True, with_step: bool = True, by_epoch: bool = True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
-        self.init_kwargs, self.with_step = init_kwargs, with_step
+        super().__init__(init_kwargs, interval, ignore_last, reset_flag, by_epoch)
+        self.with_step = with_step
 
     def before_run(self, runner) -> None:
         if runner.rank == 0:

@@ -6,18 +6,18 @@ import warnings
 
 from ....logging.tracking_backends import WandbVisBackend
 from ..hook import HOOKS
-from .base import BackendLoggerHook
+from .base import ServiceLoggerHook
 
 
 @HOOKS.register_module()
-class WandbLoggerHook(BackendLoggerHook):
+class WandbLoggerHook(ServiceLoggerHook):
 
     def __init__(self, init_kwargs=None, interval: int = 10, ignore_last: bool = True,
                  reset_flag: bool = False, commit: bool = True, by_epoch: bool = True,
                  with_step: bool = True, log_artifact: bool = True,
                  out_suffix=('.log.json', '.log', '.py'), define_metric_cfg=None):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
-        self.init_kwargs, self.commit, self.with_step = init_kwargs, commit, with_step
+        super().__init__(init_kwargs, interval, ignore_last, reset_flag, by_epoch)
+        self.commit, self.with_step = commit, with_step
         self.log_artifact, self.out_suffix = log_artifact, out_suffix
         for metric, summary in (define_metric_cfg or {}).items():
             if summary not in ('min', 'max', 'mean', 'best', 'last', 'none'):
