@@ -11,7 +11,8 @@ in bf16 with an fp32 EMA). Methods, timed in alternation in the same process (th
 * ``plan``: :class:`minimm.ops.EMAPlan`, what minimm's averaged models run (one native call);
 * ``limit``: ``a.add_(b, alpha=c)`` over one flat EMA tensor and one flat source tensor of the
   same sizes and dtypes: it reads and writes the same bytes as an EMA update (read EMA, read
-  source, write EMA) with the fewest instructions.
+  source, write EMA) with the fewest instructions. For the bf16 list this is a mixed-dtype
+  ``add_``, which is memory-bound on a GPU but not on a CPU: there, compare the times only.
 
 Columns: ms per update, GB/s of those bytes, the time as a multiple of the limit, and the
 speed-up over ``loop``. Absolute numbers depend on the machine; read the ratios.
