@@ -14,19 +14,7 @@ import torch
 import minimm.model.averaged_model as averaged_model
 from minimm.hooks import EMAHook, Hook
 from minimm.ops import EMAPlan, backend_info
-from toy import ToyMetric, toy_loader, toy_runner
-
-
-class RawRecorder(Hook):
-    """Records the raw parameters after every optimizer step (train_step ran before the hooks)."""
-
-    priority = 'LOWEST'
-
-    def __init__(self):
-        self.raw = []
-
-    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
-        self.raw.append([p.detach().clone().double() for p in runner.model.parameters()])
+from toy import ToyMetric, WeightRecorder, toy_loader, toy_runner
 
 
 def ema_of(runner):
@@ -38,12 +26,12 @@ def params(module):
 
 
 def train(tmp_path, ema_kwargs, max_epochs=2, **kwargs):
-    recorder = RawRecorder()
+    recorder = WeightRecorder()
     runner = toy_runner(tmp_path, max_=max_epochs,
                         custom_hooks=[dict(type='EMAHook', priority=49, **ema_kwargs), recorder],
                         **kwargs)
     runner.train()
-    return runner, recorder.raw
+    return runner, recorder.seen
 
 
 def expected_average(raw, weight, start=0, interval=1):

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from dist_utils import run_distributed
-from minimm.hooks import EMAHook, Hook, SyncBuffersHook
+from minimm.hooks import EMAHook, SyncBuffersHook
 from minimm.ops import backend_info
-from toy import ToyModel, toy_runner
+from toy import ToyModel, WeightRecorder, toy_runner
 
 if not torch.cuda.is_available():
     pytest.skip('no CUDA device: these tests train on cuda:0', allow_module_level=True)
@@ -35,18 +35,6 @@ class SyncCheckedEMAHook(EMAHook):
             super().after_train_iter(runner, batch_idx, data_batch, outputs)
         finally:
             torch.cuda.set_sync_debug_mode('default')
-
-
-class WeightRecorder(Hook):
-    """The model's parameters after every iteration (float64, CPU): the oracle's input."""
-
-    priority = 'LOWEST'
-
-    def __init__(self):
-        self.seen = []
-
-    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
-        self.seen.append([p.detach().double().cpu() for p in runner.model.parameters()])
 
 
 # MMEngine's weight of the new value at averaging call `steps` (copy at 0), per type.

@@ -107,6 +107,20 @@ for _stage in Hook.stages:
     setattr(RecordHook, _stage, _make_stage(_stage))
 
 
+class WeightRecorder(Hook):
+    """The model's parameters after every train iteration (after the optimizer step), as float64
+    copies on the CPU: the input of the tests' EMA oracles."""
+
+    priority = 'LOWEST'
+
+    def __init__(self):
+        self.seen = []
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        self.seen.append([p.detach().to('cpu', torch.float64, copy=True)
+                          for p in runner.model.parameters()])
+
+
 def no_default_hooks():
     """``default_hooks`` that remove all six of MMEngine 0.10's default hooks."""
     return dict.fromkeys(('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
