@@ -1,6 +1,6 @@
 """The helpers downstream MMCV 1.x code imports from around the runner, under MMCV's names:
-``mmcv.parallel``'s wrappers, the checkpoint functions, ``RUNNER_BUILDERS``, ``dist_utils``. Oracles:
-plain PyTorch (``state_dict``, ``DataParallel``) and MMCV 1.7's documented behaviour."""
+``mmcv.parallel``'s wrappers, the checkpoint functions, ``RUNNER_BUILDERS``, ``dist_utils``.
+Oracles: plain PyTorch (``state_dict``, ``DataParallel``) and MMCV 1.7's documented behaviour."""
 import logging
 
 import pytest

@@ -1,5 +1,6 @@
-"""BaseRunner, as MMCV 1.7's ``mmcv/runner/base_runner.py``: what the two runners share: state and
-counters, hook registration and calling, checkpoint loading and resuming, ``register_training_hooks``.
+"""BaseRunner, as MMCV 1.7's ``mmcv/runner/base_runner.py``: what the two runners share: state
+and counters, hook registration and calling, loading and resuming checkpoints,
+``register_training_hooks``.
 
 Hooks read and change the runner (``outputs``, ``log_buffer``...); even the optimizer step is a
 hook, unlike MMEngine. Left out compared with MMCV 1.7: rescaling ``iter`` on resume when the number
@@ -387,10 +388,9 @@ class BaseRunner(metaclass=ABCMeta):
                                 timer_config: Union[Dict, Hook] = dict(type='IterTimerHook'),
                                 custom_hooks_config: Union[List, Dict, Hook, None] = None
                                 ) -> None:
-        """Register the default training hooks, in MMCV's order: lr (VERY_HIGH), momentum
-        (HIGH), optimizer (ABOVE_NORMAL), checkpoint (NORMAL), timer (LOW), loggers (VERY_LOW),
-        then the custom hooks (NORMAL unless they say otherwise: after a default hook of the same
-        priority). The dict configs are changed in place, as MMCV does."""
+        """Register lr (VERY_HIGH), momentum (HIGH), optimizer (ABOVE_NORMAL), checkpoint
+        (NORMAL), timer (LOW), logger (VERY_LOW) hooks, then the custom ones (NORMAL unless they
+        say otherwise), as MMCV: dict configs are changed in place."""
         self.register_lr_hook(lr_config)
         self.register_momentum_hook(momentum_config)
         self.register_optimizer_hook(optimizer_config)

@@ -7,8 +7,8 @@ non-persistent ones ``module.state_dict()`` skips, as MMCV's) and the optimizer(
 ``load_checkpoint(model, filename, ...)`` loads a checkpoint (or a bare state dict) into a model and
 returns the whole dict. Different from MMCV: files are written atomically and read with
 ``weights_only=True`` (minimm's shared rules, ``minimm/runner/checkpoint.py``), so the state dict's
-``_metadata`` (module versions) is not stored. Left out: ``CheckpointLoader`` and its URL, model-zoo,
-Pavi and S3 schemes, and ``file_client_args`` (local files only).
+``_metadata`` (module versions) is not stored. Left out: ``CheckpointLoader`` and its URL,
+model-zoo, Pavi and S3 schemes, and ``file_client_args`` (local files only).
 """
 import logging
 import re
@@ -127,7 +127,7 @@ def load_checkpoint(model: torch.nn.Module, filename: str,
 
 
 def weights_to_cpu(state_dict: OrderedDict) -> OrderedDict:
-    """A copy of ``state_dict`` with every tensor on the CPU (so a GPU run's file loads anywhere)."""
+    """A copy of ``state_dict`` with every tensor on the CPU (a GPU run's file loads anywhere)."""
     state_dict_cpu = OrderedDict()
     for key, val in state_dict.items():
         state_dict_cpu[key] = val.cpu()

@@ -3,8 +3,8 @@
 The registry *class* is minimm's (``minimm.registry.Registry``); only the build function differs,
 because MMCV 1.7 words its errors differently from MMEngine and re-raises *any* constructor error
 with the class name in front (``KeyError('StepLrUpdaterHook: ...')``). Every registry of
-``minimm.mmcv`` (``HOOKS``, ``RUNNERS``, ...) builds with it. Left out compared with MMCV: scopes and
-parent registries.
+``minimm.mmcv`` (``HOOKS``, ``RUNNERS``, ...) builds with it. Left out compared with MMCV: scopes
+and parent registries.
 """
 import inspect
 from typing import Any, Optional

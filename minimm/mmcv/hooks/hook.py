@@ -1,4 +1,4 @@
-"""Hook and HOOKS as MMCV 1.7's ``mmcv/runner/hooks/hook.py``: 10 stages, each taking only ``runner``.
+"""Hook and HOOKS as MMCV 1.7's ``mmcv/runner/hooks/hook.py``: 10 stages, each taking ``runner``.
 
 Compare ``minimm/hooks/hook.py`` (MMEngine): here a hook reads ``data_batch``/``outputs`` from the
 runner, and the train and val stages *funnel* into a generic method (overriding ``after_epoch``

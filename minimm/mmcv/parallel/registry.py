@@ -1,6 +1,6 @@
 """MODULE_WRAPPERS, as MMCV 1.7's ``mmcv/parallel/registry.py``: the classes ``is_module_wrapper``
-counts as wrappers (``DataParallel``, ``DistributedDataParallel`` and their subclasses, and any class a
-project registers)."""
+counts as wrappers (``DataParallel``, ``DistributedDataParallel`` and their subclasses, and any
+class a project registers)."""
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from minimm.registry import Registry

@@ -1,5 +1,5 @@
-"""``is_module_wrapper``, as MMCV 1.7's ``mmcv/parallel/utils.py``: hooks and checkpoint code call it
-to reach the model inside a wrapper (``model.module``). Left out: child registries (minimm's
+"""``is_module_wrapper``, as MMCV 1.7's ``mmcv/parallel/utils.py``: hooks and checkpoint code call
+it to reach the model inside a wrapper (``model.module``). Left out: child registries (minimm's
 registries have no parents or children)."""
 from torch import nn
 
