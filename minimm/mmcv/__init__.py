@@ -11,7 +11,7 @@ from .base_runner import BaseRunner
 from .builder import RUNNERS, build_from_cfg, build_runner
 from .checkpoint import load_checkpoint, save_checkpoint
 from .epoch_based_runner import EpochBasedRunner, Runner
-from .fp16_utils import auto_fp16, wrap_fp16_model
+from .fp16_utils import LossScaler, auto_fp16, cast_tensor_type, force_fp32, wrap_fp16_model
 from .hooks import (HOOKS, CheckpointHook, ClosureHook, DistEvalHook, DistSamplerSeedHook, EMAHook,
                     EmptyCacheHook, EvalHook, Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
                     GradientCumulativeOptimizerHook, Hook, IterTimerHook, OptimizerHook, ProfilerHook,
@@ -29,6 +29,8 @@ from .hooks import (ClearMLLoggerHook, CosineAnnealingLrUpdaterHook,
                     WandbLoggerHook)
 from .iter_based_runner import IterBasedRunner, IterLoader
 from .log_buffer import LogBuffer
+from .optimizer import (OPTIMIZER_BUILDERS, OPTIMIZERS, DefaultOptimizerConstructor,
+                        build_optimizer, build_optimizer_constructor)
 from .test import multi_gpu_test, single_gpu_test
 
 __all__ = [
@@ -50,4 +52,8 @@ __all__ += [
     'TextLoggerHook', 'TensorboardLoggerHook', 'WandbLoggerHook', 'MlflowLoggerHook',
     'NeptuneLoggerHook', 'DvcliveLoggerHook', 'ClearMLLoggerHook', 'SegmindLoggerHook',
     'PaviLoggerHook'
+]
+__all__ += [
+    'OPTIMIZER_BUILDERS', 'OPTIMIZERS', 'DefaultOptimizerConstructor', 'build_optimizer',
+    'build_optimizer_constructor', 'force_fp32', 'LossScaler', 'cast_tensor_type'
 ]
