@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -279,3 +280,106 @@ def test_dvclive_logger_writes_to_the_callers_live_object(tmp_path, monkeypatch)
     assert rows[:3] == ['step', 'loss', '1']
     assert float(rows[3]) == pytest.approx((VAL[0] + VAL[1]) / 2)
     assert not (tmp_path / 'dvclive').exists()  # nothing went to the hook's default folder
+
+
+class CsvLoggerHook(LoggerHook):
+    """A logger hook written as downstream repos write theirs against mmcv.runner: override
+    ``log`` and build the record from ``get_mode``, ``get_iter`` and ``get_loggable_tags``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rows = []
+
+    def log(self, runner):
+        tags = self.get_loggable_tags(runner, add_mode=False)
+        self.rows.append((self.get_mode(runner), self.get_epoch(runner),
+                          self.get_iter(runner, inner_iter=True), self.get_iter(runner), tags))
+
+
+def test_a_logger_hook_subclass_gets_mmcvs_records(tmp_path):
+    hook = CsvLoggerHook(interval=2, ignore_last=False)
+    model = ToyModel()
+    runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1,
+                                                               momentum=0.9),
+                              work_dir=str(tmp_path), logger=logging.getLogger('t'), max_epochs=1)
+    runner.register_hook(hook, priority='VERY_LOW')
+    runner.register_hook(HOOKS.build(dict(type='IterTimerHook')), priority='LOW')
+    runner.run([loader(6, 2), loader(4, 2, seed=1)], [('train', 1), ('val', 1)])
+    common = dict(learning_rate=0.1, momentum=0.9)
+    # train: at inner iters 2 and 3 (ignore_last=False: the last 2 entries, batches 2 and 3);
+    # val: the mean of both batches, at val inner iter 2 and train iter 4 (3 done, + 1)
+    assert [row[:4] for row in hook.rows] == [('train', 1, 2, 2), ('train', 1, 3, 3),
+                                              ('val', 1, 2, 4)]
+    assert [row[4]['loss'] for row in hook.rows] == pytest.approx(
+        [(TRAIN[0] + TRAIN[1]) / 2, (TRAIN[1] + TRAIN[2]) / 2, (VAL[0] + VAL[1]) / 2])
+    assert all({k: v for k, v in row[4].items() if k != 'loss'} == common for row in hook.rows)
+    # the only logger hook is the last one: it clears the output after logging
+    assert hook.reset_flag and runner.log_buffer.output == {}
+
+
+class FakeService(types.ModuleType):
+    """A stand-in service package that records every call made on it, and on what it returns."""
+
+    def __init__(self, name, calls):
+        super().__init__(name)
+        self.calls = calls
+
+    def __getattr__(self, attr):
+        if attr.startswith('__'):
+            raise AttributeError(attr)
+        return FakeCall(f'{self.__name__}.{attr}', self.calls)
+
+
+class FakeCall:
+
+    def __init__(self, path, calls):
+        self.path, self.calls = path, calls
+
+    def __getattr__(self, attr):
+        return FakeCall(f'{self.path}.{attr}', self.calls)
+
+    def __getitem__(self, key):
+        return FakeCall(f'{self.path}[{key!r}]', self.calls)
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((self.path, args, kwargs))
+        return FakeCall(f'{self.path}()', self.calls)
+
+
+@pytest.mark.parametrize('hook_cfg, package, expected', [
+    (dict(type='WandbLoggerHook', init_kwargs=dict(project='p'), log_artifact=False), 'wandb', [
+        ('wandb.init', (), dict(project='p')),
+        ('wandb.log', ('TAGS2', ), dict(step=2, commit=True)),
+        ('wandb.log', ('TAGS4', ), dict(step=4, commit=True)),
+        ('wandb.join', (), {})]),
+    (dict(type='MlflowLoggerHook', exp_name='e', log_model=False), 'mlflow', [
+        ('mlflow.set_experiment', ('e', ), {}),
+        ('mlflow.log_metrics', ('TAGS2', ), dict(step=2)),
+        ('mlflow.log_metrics', ('TAGS4', ), dict(step=4))]),
+    (dict(type='ClearMLLoggerHook'), 'clearml', [
+        ('clearml.Task.init', (), {}), ('clearml.Task.init().get_logger', (), {})] + [
+        ('clearml.Task.init().get_logger().report_scalar', (tag, tag, 'VALUE', step), {})
+        for step, name in ((2, 'train'), (4, 'val'))
+        for tag in (f'{name}/loss', 'learning_rate', 'momentum')]),
+])
+def test_service_hooks_call_their_package_as_mmcv_does(tmp_path, monkeypatch, hook_cfg, package,
+                                                       expected):
+    calls = []
+    monkeypatch.setitem(sys.modules, package, FakeService(package, calls))
+    monkeypatch.setitem(sys.modules, f'{package}.pytorch', FakeService(f'{package}.pytorch', calls))
+    runner = run(tmp_path, [hook_cfg])
+    hook = next(h for h in runner.hooks if isinstance(h, LoggerHook))
+    assert getattr(hook, package).calls is calls  # the module is kept on the hook, as MMCV does
+    tags = {2: {'train/loss': (TRAIN[0] + TRAIN[1]) / 2, 'learning_rate': 0.1, 'momentum': 0.9},
+            4: {'val/loss': (VAL[0] + VAL[1]) / 2, 'learning_rate': 0.1, 'momentum': 0.9}}
+    values = {f'TAGS{step}': t for step, t in tags.items()}
+
+    def resolved(call):
+        path, args, kwargs = call
+        if args[:1] and args[0] in values:
+            return path, (pytest.approx(values[args[0]]), ) + args[1:], kwargs
+        if 'report_scalar' in path:
+            return path, args[:2] + (pytest.approx(tags[args[3]][args[0]]), args[3]), kwargs
+        return call
+
+    assert calls == [resolved(call) for call in expected]
