@@ -383,3 +383,47 @@ def test_service_hooks_call_their_package_as_mmcv_does(tmp_path, monkeypatch, ho
         return call
 
     assert calls == [resolved(call) for call in expected]
+
+
+def test_pavi_hook_works_with_whatever_pavi_module_is_importable(tmp_path, monkeypatch):
+    # There is no public pavi package (SenseTime's internal service): a stand-in, as MMCV's
+    # tests use, must be enough.
+    calls = []
+
+    class SummaryWriter:
+        def __init__(self, **kwargs):
+            calls.append(('init', kwargs))
+
+        def add_scalars(self, mode, tags, step):
+            calls.append(('add_scalars', mode, tags, step))
+
+        def add_snapshot_file(self, tag, snapshot_file_path, iteration):
+            calls.append(('add_snapshot_file', tag, os.path.basename(snapshot_file_path),
+                          iteration))
+
+        def close(self):
+            calls.append(('close', ))
+
+    monkeypatch.setitem(sys.modules, 'pavi', types.SimpleNamespace(SummaryWriter=SummaryWriter))
+    model = ToyModel()
+    runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1,
+                                                               momentum=0.9),
+                              work_dir=str(tmp_path / 'run7'), logger=logging.getLogger('t'),
+                              max_epochs=3, meta=dict(exp_name='x'))
+    runner.register_training_hooks(lr_config=None, checkpoint_config=dict(interval=1),
+                                   log_config=dict(interval=3, hooks=[dict(
+                                       type='PaviLoggerHook', add_last_ckpt=True,
+                                       add_ckpt_kwargs=dict(active=True, start=1, interval=2))]))
+    runner.run([loader(6, 2), loader(4, 2, seed=1)], [('train', 1), ('val', 1)])
+    common = dict(learning_rate=0.1, momentum=0.9)
+    assert calls[0] == ('init', dict(name='run7', model='ToyModel'))
+    scalars = [c for c in calls if c[0] == 'add_scalars']
+    # train: at iter 3, 6, 9 (interval 3 = one epoch); val: at the epoch (by_epoch)
+    assert [(c[1], c[3]) for c in scalars] == [('train', 3), ('val', 1), ('train', 6), ('val', 2),
+                                               ('train', 9), ('val', 3)]
+    assert all(set(c[2]) == {'loss', *common} for c in scalars)
+    assert scalars[1][2]['loss'] == pytest.approx((VAL[0] + VAL[1]) / 2)
+    # checkpoints of epochs 1 and 3 (start 1, every 2), then latest.pth, resolved to its target
+    assert [c[1:] for c in calls if c[0] == 'add_snapshot_file'] == [
+        ('run7', 'epoch_1.pth', 1), ('run7', 'epoch_3.pth', 3), ('run7', 'epoch_3.pth', 3)]
+    assert calls[-1] == ('close', )
