@@ -43,43 +43,49 @@ class FakeCall:
         return FakeCall(f'{self.path}()', self.calls)
 
 
+# What the toy run (3 train batches, logged at iteration 2; 2 val batches) gives at each step.
+TAGS = {2: {'train/loss': pytest.approx((TRAIN[0] + TRAIN[1]) / 2), 'learning_rate': 0.1,
+            'momentum': 0.9},
+        4: {'val/loss': pytest.approx((VAL[0] + VAL[1]) / 2), 'learning_rate': 0.1,
+            'momentum': 0.9}}
+
+
 @pytest.mark.parametrize('hook_cfg, package, expected', [
     (dict(type='WandbLoggerHook', init_kwargs=dict(project='p'), log_artifact=False), 'wandb', [
         ('wandb.init', (), dict(project='p')),
-        ('wandb.log', ('TAGS2', ), dict(step=2, commit=True)),
-        ('wandb.log', ('TAGS4', ), dict(step=4, commit=True)),
+        ('wandb.log', (TAGS[2], ), dict(step=2, commit=True)),
+        ('wandb.log', (TAGS[4], ), dict(step=4, commit=True)),
         ('wandb.join', (), {})]),
     (dict(type='MlflowLoggerHook', exp_name='e', log_model=False), 'mlflow', [
         ('mlflow.set_experiment', ('e', ), {}),
-        ('mlflow.log_metrics', ('TAGS2', ), dict(step=2)),
-        ('mlflow.log_metrics', ('TAGS4', ), dict(step=4))]),
+        ('mlflow.log_metrics', (TAGS[2], ), dict(step=2)),
+        ('mlflow.log_metrics', (TAGS[4], ), dict(step=4))]),
     (dict(type='ClearMLLoggerHook'), 'clearml', [
         ('clearml.Task.init', (), {}), ('clearml.Task.init().get_logger', (), {})] + [
-        ('clearml.Task.init().get_logger().report_scalar', (tag, tag, 'VALUE', step), {})
-        for step, name in ((2, 'train'), (4, 'val'))
-        for tag in (f'{name}/loss', 'learning_rate', 'momentum')]),
+        ('clearml.Task.init().get_logger().report_scalar', (tag, tag, value, step), {})
+        for step in (2, 4) for tag, value in TAGS[step].items()]),
+    (dict(type='NeptuneLoggerHook'), 'neptune.new', [('neptune.new.init', (), {})] + [
+        (f'neptune.new.init()[{tag!r}].log', (value, ), dict(step=step))
+        for step in (2, 4) for tag, value in TAGS[step].items()] + [
+        ('neptune.new.init().stop', (), {})]),
+    # by epoch, DVCLive logs after train epochs only (nothing averaged there) and val epochs,
+    # stepped by the epoch
+    (dict(type='DvcliveLoggerHook', dir='d'), 'dvclive', [
+        ('dvclive.Live', (), dict(dir='d')), ('dvclive.Live().set_step', (1, ), {})] + [
+        ('dvclive.Live().log', (tag, value), {}) for tag, value in TAGS[4].items()]),
 ])
 def test_service_hooks_call_their_package_as_mmcv_does(tmp_path, monkeypatch, hook_cfg, package,
                                                        expected):
     calls = []
-    monkeypatch.setitem(sys.modules, package, FakeService(package, calls))
-    monkeypatch.setitem(sys.modules, f'{package}.pytorch', FakeService(f'{package}.pytorch', calls))
+    for name in (package, f'{package}.pytorch'):
+        monkeypatch.setitem(sys.modules, name, FakeService(name, calls))
+    monkeypatch.setitem(sys.modules, 'neptune', FakeService('neptune', calls))
     runner = run(tmp_path, [hook_cfg])
     hook = next(h for h in runner.hooks if isinstance(h, LoggerHook))
-    assert getattr(hook, package).calls is calls  # the module is kept on the hook, as MMCV does
-    tags = {2: {'train/loss': (TRAIN[0] + TRAIN[1]) / 2, 'learning_rate': 0.1, 'momentum': 0.9},
-            4: {'val/loss': (VAL[0] + VAL[1]) / 2, 'learning_rate': 0.1, 'momentum': 0.9}}
-    values = {f'TAGS{step}': t for step, t in tags.items()}
-
-    def resolved(call):
-        path, args, kwargs = call
-        if args[:1] and args[0] in values:
-            return path, (pytest.approx(values[args[0]]), ) + args[1:], kwargs
-        if 'report_scalar' in path:
-            return path, args[:2] + (pytest.approx(tags[args[3]][args[0]]), args[3]), kwargs
-        return call
-
-    assert calls == [resolved(call) for call in expected]
+    # the package (DVCLive: its Live) is kept on the hook, where MMCV keeps it
+    kept = getattr(hook, package.split('.')[0])
+    assert kept.calls is calls
+    assert calls == expected
 
 
 def test_pavi_hook_works_with_whatever_pavi_module_is_importable(tmp_path, monkeypatch):
