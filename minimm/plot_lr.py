@@ -102,14 +102,13 @@ class _NoOpModel(torch.nn.Module):
 
 def mmcv_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List[float]]:
     """``{'lr': [...], 'momentum': [...]}`` of an MMCV 1.x config, from ``minimm.mmcv``'s hooks."""
-    from .mmcv import Hook, build_runner
-    from .registry import OPTIMIZERS
+    from .mmcv import Hook, build_optimizer, build_runner
     runner_cfg = dict(cfg.get('runner') or dict(type='EpochBasedRunner',
                                                  max_epochs=cfg.get('total_epochs')))
     epoch_length = epoch_length or (_epoch_length(cfg) if runner_cfg['type'] != 'IterBasedRunner'
                                     else 1)
     model = _NoOpModel()
-    optimizer = OPTIMIZERS.build(dict(cfg['optimizer'], params=model.parameters()))
+    optimizer = build_optimizer(model, cfg['optimizer'])  # MMCV's: paramwise_cfg and all
     runner = build_runner(runner_cfg, default_args=dict(
         model=model, optimizer=optimizer, logger=logging.getLogger('minimm.plot_lr')))
     runner.register_lr_hook(cfg['lr_config'])

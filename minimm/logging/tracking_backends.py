@@ -2,8 +2,8 @@
 
 Each one follows MMEngine 0.10's backend of the same name (``add_config``, ``add_scalar``,
 ``add_scalars``, ``close``, and ``experiment``: the service's own object, to reach what the backend
-does not wrap). The same classes serve MMCV 1.x's logger hooks (``minimm/mmcv/hooks/logger/``), so
-each service has one implementation in minimm. A backend writes only what is its own: ``_init_env``
+does not wrap). MMCV 1.x's logger hooks (``minimm/mmcv/hooks/logger/``) do not use them: they call
+the services themselves, as MMCV did. A backend writes only what is its own: ``_init_env``
 (which stores the service's object as ``experiment``), ``add_config``, ``add_scalar`` and
 ``_close``; the rest comes from ``BaseVisBackend``, and the ``init_kwargs`` constructor of W&B,
 Neptune, DVCLive and ClearML from ``ServiceVisBackend``.

@@ -14,7 +14,7 @@ from .checkpoint import (_load_checkpoint, _load_checkpoint_with_prefix, load_ch
 from .default_constructor import DefaultRunnerConstructor
 from .dist_utils import allreduce_grads, allreduce_params, get_dist_info, init_dist, master_only
 from .epoch_based_runner import EpochBasedRunner, Runner
-from .fp16_utils import auto_fp16, wrap_fp16_model
+from .fp16_utils import LossScaler, auto_fp16, cast_tensor_type, force_fp32, wrap_fp16_model
 from .hooks import (HOOKS, CheckpointHook, ClearMLLoggerHook, ClosureHook, DistEvalHook,
                     DistSamplerSeedHook, DvcliveLoggerHook, EMAHook, EmptyCacheHook, EvalHook,
                     Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
@@ -33,6 +33,8 @@ from .hooks.momentum_updater import (CosineAnnealingMomentumUpdaterHook,
                                      OneCycleMomentumUpdaterHook, StepMomentumUpdaterHook)
 from .iter_based_runner import IterBasedRunner, IterLoader
 from .log_buffer import LogBuffer
+from .optimizer import (OPTIMIZER_BUILDERS, OPTIMIZERS, DefaultOptimizerConstructor,
+                        build_optimizer, build_optimizer_constructor)
 from .priority import Priority, get_priority
 from .registry import build_from_cfg
 from .test import multi_gpu_test, single_gpu_test
@@ -67,7 +69,10 @@ __all__ = [
     'init_dist',
     'master_only',
     # fp16
+    'LossScaler',
     'auto_fp16',
+    'cast_tensor_type',
+    'force_fp32',
     'wrap_fp16_model',
     # hooks
     'HOOKS',
@@ -118,6 +123,12 @@ __all__ = [
     'MomentumUpdaterHook',
     'OneCycleMomentumUpdaterHook',
     'StepMomentumUpdaterHook',
+    # optimizers
+    'DefaultOptimizerConstructor',
+    'OPTIMIZERS',
+    'OPTIMIZER_BUILDERS',
+    'build_optimizer',
+    'build_optimizer_constructor',
     # priority
     'Priority',
     'get_priority',

@@ -4,7 +4,8 @@ An MMCV 1.x config describes the run with ``model``, ``data`` (``samples_per_gpu
 ``workers_per_gpu``, ``train``, ``val``), ``optimizer``, ``optimizer_config``, ``lr_config``,
 ``momentum_config``, ``checkpoint_config``, ``log_config``, ``evaluation``, ``custom_hooks``,
 ``runner``, ``workflow``, ``resume_from`` and ``load_from``. :func:`train_model` builds the model,
-the data loaders and the optimizer, builds the runner, registers the hooks with
+the data loaders and the optimizer (``build_optimizer``: ``optimizer.paramwise_cfg`` and
+``optimizer.constructor`` are the constructor's), builds the runner, registers the hooks with
 ``register_training_hooks`` (plus ``EvalHook``/``DistEvalHook`` at ``'LOW'``), and runs the
 workflow. :func:`is_mmcv_config` is how ``minimm train`` tells such a config from an MMEngine one.
 
@@ -21,12 +22,13 @@ from minimm.dataset import DefaultSampler
 from minimm.dist import get_dist_info, init_dist
 from minimm.logging import MMLogger
 from minimm.randomness import set_random_seed
-from minimm.registry import DATASETS, MODELS, OPTIMIZERS
+from minimm.registry import DATASETS, MODELS
 
 from . import digits  # noqa: F401 (registers the MMCV-style digits model and dataset)
 from .builder import build_runner
 from .hooks import DistEvalHook, DistSamplerSeedHook, EvalHook, Fp16OptimizerHook
 from .iter_based_runner import IterBasedRunner
+from .optimizer import build_optimizer
 from .parallel import MMDistributedDataParallel
 
 MMCV_KEYS = ('runner', 'lr_config', 'optimizer_config', 'workflow')
@@ -64,7 +66,7 @@ def train_model(cfg, distributed: bool = False, validate: bool = True) -> object
                                           if torch.cuda.is_available() else None)
     elif torch.cuda.is_available():
         model = model.cuda()
-    optimizer = OPTIMIZERS.build(dict(cfg.optimizer, params=model.parameters()))
+    optimizer = build_optimizer(model, cfg.optimizer)
     meta = dict(seed=seed, exp_name=osp.basename(cfg.filename or 'config'))
     runner = build_runner(cfg.runner, default_args=dict(
         model=model, optimizer=optimizer, work_dir=cfg.work_dir, logger=logger, meta=meta))

@@ -1,11 +1,13 @@
 """LoggerHook: when MMCV 1.x's logger hooks write, and what they read (``runner.log_buffer``).
 
 Every ``interval`` iterations (and after a val epoch) a logger hook averages the buffer into
-``log_buffer.output`` and calls ``log(runner)``; only the *last* one registered clears it. The
-backend hooks (``BackendLoggerHook``; ``ServiceLoggerHook`` for those set up by ``init_kwargs``)
-write through minimm's MMEngine-style visualisation backends, on rank 0. Left out: nothing.
+``log_buffer.output`` and calls ``log(runner)``, which a subclass writes; only the *last* logger
+hook registered clears the output afterwards (``before_run`` sets its ``reset_flag``). The
+``get_*`` helpers are what subclasses build their records from. As MMCV 1.7; left out: nothing.
 """
 import numbers
+from abc import abstractmethod
+from typing import Dict
 
 import numpy as np
 import torch
@@ -14,59 +16,105 @@ from ..hook import Hook
 
 
 class LoggerHook(Hook):
+    """Base class for logger hooks.
+
+    Args:
+        interval: log every ``interval`` iterations.
+        ignore_last: skip the last iterations of an epoch when fewer than ``interval``.
+        reset_flag: clear ``log_buffer.output`` after logging.
+        by_epoch: whether an ``EpochBasedRunner`` runs the hook.
+    """
 
     def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
                  by_epoch: bool = True):
-        self.interval, self.ignore_last = interval, ignore_last
-        self.reset_flag, self.by_epoch = reset_flag, by_epoch
+        self.interval = interval
+        self.ignore_last = ignore_last
+        self.reset_flag = reset_flag
+        self.by_epoch = by_epoch
 
-    def log(self, runner) -> None:
-        raise NotImplementedError
+    # MMCV spells the metaclass the Python 2 way, so ``log`` is marked but never enforced.
+    @abstractmethod
+    def log(self, runner):
+        pass
 
     @staticmethod
     def is_scalar(val, include_np: bool = True, include_torch: bool = True) -> bool:
-        return isinstance(val, numbers.Number) \
-            or include_np and isinstance(val, np.ndarray) and val.ndim == 0 \
-            or include_torch and isinstance(val, torch.Tensor) and len(val) == 1
-
-    @staticmethod
-    def _check_mode(runner) -> None:
-        if runner.mode not in ('train', 'val'):
-            raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
+        """A number, a 0-d array, or a one-element tensor (``len`` of a 0-d tensor raises, as
+        in MMCV)."""
+        if isinstance(val, numbers.Number):
+            return True
+        elif include_np and isinstance(val, np.ndarray) and val.ndim == 0:
+            return True
+        elif include_torch and isinstance(val, torch.Tensor) and len(val) == 1:
+            return True
+        else:
+            return False
 
     def get_mode(self, runner) -> str:
-        self._check_mode(runner)
-        # An EvalHook's results arrive while runner.mode is 'train' but without a 'time' entry.
-        return 'train' if runner.mode == 'train' and 'time' in runner.log_buffer.output else 'val'
+        if runner.mode == 'train':
+            # An EvalHook's results arrive while training, without the timer's 'time'.
+            if 'time' in runner.log_buffer.output:
+                mode = 'train'
+            else:
+                mode = 'val'
+        elif runner.mode == 'val':
+            mode = 'val'
+        else:
+            raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
+        return mode
 
     def get_epoch(self, runner) -> int:
-        self._check_mode(runner)
-        # In val the train epoch has already counted itself.
-        return runner.epoch + 1 if runner.mode == 'train' else runner.epoch
+        if runner.mode == 'train':
+            epoch = runner.epoch + 1
+        elif runner.mode == 'val':
+            # the train epoch before this val epoch has already counted itself
+            epoch = runner.epoch
+        else:
+            raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
+        return epoch
 
     def get_iter(self, runner, inner_iter: bool = False) -> int:
-        return runner.inner_iter + 1 if self.by_epoch and inner_iter else runner.iter + 1
+        """The current training iteration, counted from 1."""
+        if self.by_epoch and inner_iter:
+            current_iter = runner.inner_iter + 1
+        else:
+            current_iter = runner.iter + 1
+        return current_iter
 
-    @staticmethod
-    def _first_group_tags(name: str, values) -> dict:
-        if isinstance(values, dict):
-            return {f'{name}/{key}': value[0] for key, value in values.items()}
-        return {name: values[0]}
+    def get_lr_tags(self, runner) -> Dict[str, float]:
+        tags = {}
+        lrs = runner.current_lr()
+        if isinstance(lrs, dict):
+            for name, value in lrs.items():
+                tags[f'learning_rate/{name}'] = value[0]
+        else:
+            tags['learning_rate'] = lrs[0]
+        return tags
 
-    def get_lr_tags(self, runner) -> dict:
-        return self._first_group_tags('learning_rate', runner.current_lr())
-
-    def get_momentum_tags(self, runner) -> dict:
-        return self._first_group_tags('momentum', runner.current_momentum())
+    def get_momentum_tags(self, runner) -> Dict[str, float]:
+        tags = {}
+        momentums = runner.current_momentum()
+        if isinstance(momentums, dict):
+            for name, value in momentums.items():
+                tags[f'momentum/{name}'] = value[0]
+        else:
+            tags['momentum'] = momentums[0]
+        return tags
 
     def get_loggable_tags(self, runner, allow_scalar: bool = True, allow_text: bool = False,
-                          add_mode: bool = True, tags_to_skip=('time', 'data_time')) -> dict:
+                          add_mode: bool = True,
+                          tags_to_skip: tuple = ('time', 'data_time')) -> Dict:
         tags = {}
         for var, val in runner.log_buffer.output.items():
-            if var in tags_to_skip or (self.is_scalar(val) and not allow_scalar) or \
-                    (isinstance(val, str) and not allow_text):
+            if var in tags_to_skip:
                 continue
-            tags[f'{self.get_mode(runner)}/{var}' if add_mode else var] = val
+            if self.is_scalar(val) and not allow_scalar:
+                continue
+            if isinstance(val, str) and not allow_text:
+                continue
+            if add_mode:
+                var = f'{self.get_mode(runner)}/{var}'
+            tags[var] = val
         tags.update(self.get_lr_tags(runner))
         tags.update(self.get_momentum_tags(runner))
         return tags
@@ -78,58 +126,30 @@ class LoggerHook(Hook):
                 break
 
     def before_epoch(self, runner) -> None:
-        runner.log_buffer.clear()
-
-    def _log_and_reset(self, runner) -> None:
-        self.log(runner)
-        if self.reset_flag:
-            runner.log_buffer.clear_output()
+        runner.log_buffer.clear()  # clear the logs of the last epoch
 
     def after_train_iter(self, runner) -> None:
-        if self.by_epoch and self.every_n_inner_iters(runner, self.interval) or \
-                not self.by_epoch and self.every_n_iters(runner, self.interval) or \
-                self.end_of_epoch(runner) and not self.ignore_last:
-            runner.log_buffer.average(self.interval)  # at the epoch end: still the last interval
+        if self.by_epoch and self.every_n_inner_iters(runner, self.interval):
+            runner.log_buffer.average(self.interval)
+        elif not self.by_epoch and self.every_n_iters(runner, self.interval):
+            runner.log_buffer.average(self.interval)
+        elif self.end_of_epoch(runner) and not self.ignore_last:
+            # the last `interval` entries, though fewer are new: not precise but more stable
+            runner.log_buffer.average(self.interval)
+
         if runner.log_buffer.ready:
-            self._log_and_reset(runner)
+            self.log(runner)
+            if self.reset_flag:
+                runner.log_buffer.clear_output()
 
     def after_train_epoch(self, runner) -> None:
         if runner.log_buffer.ready:
-            self._log_and_reset(runner)
+            self.log(runner)
+            if self.reset_flag:
+                runner.log_buffer.clear_output()
 
     def after_val_epoch(self, runner) -> None:
         runner.log_buffer.average()
-        self._log_and_reset(runner)
-
-
-class BackendLoggerHook(LoggerHook):
-    """Writes ``get_loggable_tags`` through the visualisation backend ``make_backend`` returns."""
-
-    def make_backend(self, runner):
-        raise NotImplementedError
-
-    def before_run(self, runner) -> None:
-        super().before_run(runner)
-        if runner.rank == 0:
-            self.backend = self.make_backend(runner)
-
-    def get_step(self, runner) -> int:
-        return self.get_iter(runner)
-
-    def log(self, runner) -> None:
-        tags = self.get_loggable_tags(runner)
-        if runner.rank == 0 and tags:
-            self.backend.add_scalars(tags, step=self.get_step(runner))
-
-    def after_run(self, runner) -> None:
-        if runner.rank == 0:
-            self.backend.close()
-
-
-class ServiceLoggerHook(BackendLoggerHook):
-    """The hook of a tracking service (ClearML, Neptune, W&B): ``init_kwargs`` configure it."""
-
-    def __init__(self, init_kwargs=None, interval: int = 10, ignore_last: bool = True,
-                 reset_flag: bool = False, by_epoch: bool = True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
-        self.init_kwargs = init_kwargs
+        self.log(runner)
+        if self.reset_flag:
+            runner.log_buffer.clear_output()

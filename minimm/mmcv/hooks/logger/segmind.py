@@ -1,6 +1,7 @@
-"""SegmindLoggerHook, MMCV 1.7's: the ``segmind`` package's MLflow-style tracking, stepped by
-``runner.epoch``. No MMEngine backend exists for it, so it calls the package. Left out: nothing."""
-from minimm.logging.vis_backend import import_optional
+"""SegmindLoggerHook, MMCV 1.7's: the ``segmind`` package's MLflow-style tracking
+(``self.log_metrics`` through ``self.mlflow_log``, found when the hook is built), stepped by
+``runner.epoch``. Left out: nothing."""
+from ...dist_utils import master_only
 
 from ..hook import HOOKS
 from .base import LoggerHook
@@ -8,15 +9,23 @@ from .base import LoggerHook
 
 @HOOKS.register_module()
 class SegmindLoggerHook(LoggerHook):
+    """Log to Segmind."""
 
-    def before_run(self, runner) -> None:
-        super().before_run(runner)
-        import_optional('segmind', 'SegmindLoggerHook')
-        from segmind.tracking.fluent import log_metrics
-        from segmind.utils.logging_utils import try_mlflow_log
-        self.log_metrics, self.mlflow_log = log_metrics, try_mlflow_log
+    def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
+                 by_epoch=True):
+        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        self.import_segmind()
 
+    def import_segmind(self) -> None:
+        try:
+            import segmind
+        except ImportError:
+            raise ImportError("Please run 'pip install segmind' to install segmind")
+        self.log_metrics = segmind.tracking.fluent.log_metrics
+        self.mlflow_log = segmind.utils.logging_utils.try_mlflow_log
+
+    @master_only
     def log(self, runner) -> None:
         tags = self.get_loggable_tags(runner)
-        if runner.rank == 0 and tags:
+        if tags:
             self.mlflow_log(self.log_metrics, tags, step=runner.epoch, epoch=runner.epoch)

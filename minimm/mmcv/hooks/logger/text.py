@@ -7,47 +7,81 @@ Console (``runner.logger.info``)::
 
 JSON: ``runner.meta``, then a line per log call (``mode``, ``epoch``, ``iter``, ``lr``, ``memory``
 on CUDA, the log vars; floats to 5 decimals), as MMCV's ``analyze_logs.py`` reads. Left out
-compared with MMCV 1.7: ``out_dir`` on file backends other than the local disk.
+compared with MMCV 1.7: ``out_dir`` on file backends other than the local disk (minimm has no
+``FileClient``; ``file_client_args`` may only name the disk).
 """
 import datetime
+import glob
 import json
 import os
 import os.path as osp
 from collections import OrderedDict
+from typing import Dict, Optional, Union
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
-from ....hooks.logger_hook import copy_logs
-from ....logging.vis_backend import json_default
 from ..hook import HOOKS
 from .base import LoggerHook
 
 
+def _json_default(obj):
+    """What ``mmcv.dump`` turns into JSON beyond the built-in types (MMCV's ``set_default``)."""
+    if isinstance(obj, (set, range)):
+        return list(obj)
+    elif isinstance(obj, np.ndarray):
+        return obj.tolist()
+    elif isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f'{type(obj)} is unsupported for json dump')
+
+
 @HOOKS.register_module()
 class TextLoggerHook(LoggerHook):
-    """Log to the console and to ``work_dir/{timestamp}.log.json``; ``out_dir``: where to copy
-    the log files after the run (``keep_local=False`` then deletes the originals)."""
+    """Log to the console and to ``work_dir/{timestamp}.log.json``.
+
+    Args:
+        interval_exp_name: print ``runner.meta['exp_name']`` every so many iterations (and at
+            each epoch end).
+        out_dir: after the run, copy the files of the work dir ending with ``out_suffix`` to
+            ``out_dir/<last folder of work_dir>``; ``keep_local=False`` then deletes them.
+    """
 
     def __init__(self, by_epoch: bool = True, interval: int = 10, ignore_last: bool = True,
-                 reset_flag: bool = False, interval_exp_name: int = 1000, out_dir=None,
-                 out_suffix=('.log.json', '.log', '.py'), keep_local: bool = True,
-                 file_client_args=None):
+                 reset_flag: bool = False, interval_exp_name: int = 1000,
+                 out_dir: Optional[str] = None,
+                 out_suffix: Union[str, tuple] = ('.log.json', '.log', '.py'),
+                 keep_local: bool = True, file_client_args: Optional[Dict] = None):
         super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        self.by_epoch = by_epoch
+        self.time_sec_tot = 0
+        self.interval_exp_name = interval_exp_name
+
         if out_dir is None and file_client_args is not None:
-            raise ValueError('file_client_args should be "None" when `out_dir` is not specified.')
+            raise ValueError('file_client_args should be "None" when `out_dir` is not '
+                             'specified.')
+        self.out_dir = out_dir
+
+        if not (out_dir is None or isinstance(out_dir, str)):
+            raise TypeError(f'out_dir should be "None" or string, but got {out_dir}')
+        self.out_suffix = out_suffix
+
+        self.keep_local = keep_local
         if file_client_args not in (None, dict(backend='disk')):
             raise ValueError(f'minimm copies logs to a local out_dir only, got {file_client_args}')
-        self.interval_exp_name, self.out_dir = interval_exp_name, out_dir
-        self.out_suffix, self.keep_local = out_suffix, keep_local
-        self.time_sec_tot = 0
+        self.file_client_args = file_client_args
 
     def before_run(self, runner) -> None:
         super().before_run(runner)
+
         if self.out_dir is not None:
-            self.out_dir = osp.join(self.out_dir, osp.basename(runner.work_dir.rstrip(osp.sep)))
-            runner.logger.info(f'Text logs will be saved to {self.out_dir} after the training '
-                               'process.')
+            # the final out_dir is out_dir joined with the last folder of the work dir
+            basename = osp.basename(runner.work_dir.rstrip(osp.sep))
+            self.out_dir = osp.join(self.out_dir, basename)
+            runner.logger.info(f'Text logs will be saved to {self.out_dir} by disk after the '
+                               'training process.')
+
         self.start_iter = runner.iter
         self.json_log_path = osp.join(runner.work_dir, f'{runner.timestamp}.log.json')
         if runner.meta is not None:
@@ -55,79 +89,135 @@ class TextLoggerHook(LoggerHook):
 
     def _get_max_memory(self, runner) -> int:
         device = getattr(runner.model, 'output_device', None)
-        mem_mb = torch.tensor([torch.cuda.max_memory_allocated(device=device) // 2**20],
-                              dtype=torch.int, device=device)
+        mem = torch.cuda.max_memory_allocated(device=device)
+        mem_mb = torch.tensor([int(mem) // (1024 * 1024)], dtype=torch.int, device=device)
         if runner.world_size > 1:
             dist.reduce(mem_mb, 0, op=dist.ReduceOp.MAX)
         return mem_mb.item()
 
-    def _log_info(self, log_dict: dict, runner) -> None:
-        if runner.meta is not None and 'exp_name' in runner.meta and (
-                self.every_n_iters(runner, self.interval_exp_name)
-                or self.by_epoch and self.end_of_epoch(runner)):
-            runner.logger.info(f'Exp name: {runner.meta["exp_name"]}')
+    def _log_info(self, log_dict: Dict, runner) -> None:
+        # the exp name, every `interval_exp_name` iterations and at the end of each epoch
+        if runner.meta is not None and 'exp_name' in runner.meta:
+            if (self.every_n_iters(runner, self.interval_exp_name)) or (
+                    self.by_epoch and self.end_of_epoch(runner)):
+                exp_info = f'Exp name: {runner.meta["exp_name"]}'
+                runner.logger.info(exp_info)
+
         if log_dict['mode'] == 'train':
-            lr = log_dict['lr']
-            lr_str = ' '.join(f'lr_{k}: {v:.3e}' for k, v in lr.items()) \
-                if isinstance(lr, dict) else f'lr: {lr:.3e}'
+            if isinstance(log_dict['lr'], dict):
+                lr_str = []
+                for k, val in log_dict['lr'].items():
+                    lr_str.append(f'lr_{k}: {val:.3e}')
+                lr_str = ' '.join(lr_str)
+            else:
+                lr_str = f'lr: {log_dict["lr"]:.3e}'
+
+            # by epoch: Epoch [4][100/1000]; by iter: Iter [100/100000]
             if self.by_epoch:
-                log_str = f'Epoch [{log_dict["epoch"]}][{log_dict["iter"]}/' \
-                          f'{len(runner.data_loader)}]\t'
+                log_str = f'Epoch [{log_dict["epoch"]}]' \
+                          f'[{log_dict["iter"]}/{len(runner.data_loader)}]\t'
             else:
                 log_str = f'Iter [{log_dict["iter"]}/{runner.max_iters}]\t'
             log_str += f'{lr_str}, '
-            if 'time' in log_dict:
-                # ETA from the mean time per iteration since this run started.
-                self.time_sec_tot += log_dict['time'] * self.interval
+
+            if 'time' in log_dict.keys():
+                # the ETA from the mean time per iteration since this run started
+                self.time_sec_tot += (log_dict['time'] * self.interval)
                 time_sec_avg = self.time_sec_tot / (runner.iter - self.start_iter + 1)
                 eta_sec = time_sec_avg * (runner.max_iters - runner.iter - 1)
-                log_str += f'eta: {datetime.timedelta(seconds=int(eta_sec))}, '
+                eta_str = str(datetime.timedelta(seconds=int(eta_sec)))
+                log_str += f'eta: {eta_str}, '
                 log_str += f'time: {log_dict["time"]:.3f}, ' \
                            f'data_time: {log_dict["data_time"]:.3f}, '
                 if torch.cuda.is_available():
                     log_str += f'memory: {log_dict["memory"]}, '
-        elif self.by_epoch:
-            log_str = f'Epoch({log_dict["mode"]}) [{log_dict["epoch"]}][{log_dict["iter"]}]\t'
         else:
-            log_str = f'Iter({log_dict["mode"]}) [{log_dict["iter"]}]\t'
-        skip = ('mode', 'Epoch', 'iter', 'lr', 'time', 'data_time', 'memory', 'epoch')
-        log_str += ', '.join(f'{name}: {val:.4f}' if isinstance(val, float) else f'{name}: {val}'
-                             for name, val in log_dict.items() if name not in skip)
+            # val: by epoch "Epoch(val) [4][1000]", by iter "Iter(val) [1000]" (1000: the
+            # length of the val loader)
+            if self.by_epoch:
+                log_str = f'Epoch({log_dict["mode"]}) ' \
+                    f'[{log_dict["epoch"]}][{log_dict["iter"]}]\t'
+            else:
+                log_str = f'Iter({log_dict["mode"]}) [{log_dict["iter"]}]\t'
+
+        log_items = []
+        for name, val in log_dict.items():
+            # these are in log_str already
+            if name in ['mode', 'Epoch', 'iter', 'lr', 'time', 'data_time', 'memory', 'epoch']:
+                continue
+            if isinstance(val, float):
+                val = f'{val:.4f}'
+            log_items.append(f'{name}: {val}')
+        log_str += ', '.join(log_items)
+
         runner.logger.info(log_str)
+
+    def _dump_log(self, log_dict: Dict, runner) -> None:
+        json_log = OrderedDict()
+        for k, v in log_dict.items():
+            json_log[k] = self._round_float(v)
+        # only rank 0 appends, one line per record
+        if runner.rank == 0:
+            with open(self.json_log_path, 'a+') as f:
+                json.dump(json_log, f, default=_json_default)
+                f.write('\n')
 
     def _round_float(self, items):
         if isinstance(items, list):
             return [self._round_float(item) for item in items]
-        return round(items, 5) if isinstance(items, float) else items
-
-    def _dump_log(self, log_dict: dict, runner) -> None:
-        if runner.rank == 0:
-            json_log = OrderedDict((k, self._round_float(v)) for k, v in log_dict.items())
-            with open(self.json_log_path, 'a+') as f:
-                json.dump(json_log, f, default=json_default)
-                f.write('\n')
+        elif isinstance(items, float):
+            return round(items, 5)
+        else:
+            return items
 
     def log(self, runner) -> OrderedDict:
-        output = runner.log_buffer.output
-        # An EvalHook reports how many batches it evaluated; MMCV shows that as the iter.
-        cur_iter = output.pop('eval_iter_num') if 'eval_iter_num' in output \
-            else self.get_iter(runner, inner_iter=True)
+        if 'eval_iter_num' in runner.log_buffer.output:
+            # an EvalHook's number of batches; it does not touch runner.iter, whatever by_epoch
+            cur_iter = runner.log_buffer.output.pop('eval_iter_num')
+        else:
+            cur_iter = self.get_iter(runner, inner_iter=True)
+
         log_dict = OrderedDict(mode=self.get_mode(runner), epoch=self.get_epoch(runner),
                                iter=cur_iter)
+
+        # only the lr of the first param group
         cur_lr = runner.current_lr()
-        log_dict['lr'] = {k: v[0] for k, v in cur_lr.items()} if isinstance(cur_lr, dict) \
-            else cur_lr[0]
-        if 'time' in output and torch.cuda.is_available():
-            log_dict['memory'] = self._get_max_memory(runner)
-        log_dict = dict(log_dict, **output)
+        if isinstance(cur_lr, list):
+            log_dict['lr'] = cur_lr[0]
+        else:
+            assert isinstance(cur_lr, dict)
+            log_dict['lr'] = {}
+            for k, lr_ in cur_lr.items():
+                assert isinstance(lr_, list)
+                log_dict['lr'].update({k: lr_[0]})
+
+        if 'time' in runner.log_buffer.output:
+            if torch.cuda.is_available():
+                log_dict['memory'] = self._get_max_memory(runner)
+
+        log_dict = dict(log_dict, **runner.log_buffer.output)
+
         self._log_info(log_dict, runner)
         self._dump_log(log_dict, runner)
         return log_dict
 
     def after_run(self, runner) -> None:
-        if self.out_dir is None:
-            return
-        for path in copy_logs(runner.work_dir, self.out_dir, self.out_suffix, runner.logger):
-            if not self.keep_local:
-                os.remove(path)
-                runner.logger.info(f'{path} was removed due to the `self.keep_local=False`')
+        # copy ("upload") the logs to self.out_dir
+        if self.out_dir is not None:
+            pattern = osp.join(runner.work_dir, '**', '*')
+            for local_filepath in sorted(glob.glob(pattern, recursive=True)):
+                if not (osp.isfile(local_filepath) and local_filepath.endswith(self.out_suffix)):
+                    continue
+                filename = osp.relpath(local_filepath, runner.work_dir)
+                out_filepath = osp.join(self.out_dir, filename)
+                os.makedirs(osp.dirname(out_filepath), exist_ok=True)
+                with open(local_filepath) as f, open(out_filepath, 'w') as out:
+                    out.write(f.read())
+
+                runner.logger.info(
+                    f'The file {local_filepath} has been uploaded to {out_filepath}.')
+
+                if not self.keep_local:
+                    os.remove(local_filepath)
+                    runner.logger.info(
+                        f'{local_filepath} was removed due to the `self.keep_local=False`')
