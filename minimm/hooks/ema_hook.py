@@ -159,14 +159,14 @@ class EMAHook(Hook):
             self.ema_only_checkpoints.save(checkpoint, runner.checkpoint_path_being_saved)
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        if 'ema_state_dict' in checkpoint and runner.resuming:
+        if 'ema_state_dict' in checkpoint and runner._resume:
             # The file's state_dict holds the EMA weights: swap back, so the runner loads the raw
             # weights into the model, and restore the averaged model (with its `steps`).
             self._swap_ema_state_dict(checkpoint)
             self.ema_model.load_state_dict(checkpoint['ema_state_dict'], strict=self.strict_load)
             return
         if 'ema_state_dict' not in checkpoint:
-            action = 'Resuming from' if runner.resuming else 'Loading'
+            action = 'Resuming from' if runner._resume else 'Loading'
             runner.logger.warning(f'{action} a checkpoint without `ema_state_dict`: EMAHook '
                                   'starts the averaged model from a copy of its `state_dict`.')
         load_state_dict(self.ema_model.module, checkpoint['state_dict'],

@@ -17,12 +17,14 @@ from typing import Dict, Optional, Sequence, Union
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from ..registry import MODEL_WRAPPERS
 from .base_model import BaseModel
 
 _HAS_FORWARD_SYNC_BUFFERS = 'forward_sync_buffers' in inspect.signature(
     DistributedDataParallel.__init__).parameters
 
 
+@MODEL_WRAPPERS.register_module()
 class MMDistributedDataParallel(DistributedDataParallel):
     """DDP around a ``BaseModel``; ``train_step`` synchronises gradients.
 

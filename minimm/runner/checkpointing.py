@@ -56,12 +56,12 @@ class CheckpointMixin:
         """
         if self._has_loaded:
             return
-        if self.resuming and self._load_from is None:
+        if self._resume and self._load_from is None:
             latest = find_latest_checkpoint(self.work_dir)
             self.logger.info(f'Auto resumed from the latest checkpoint {latest}.')
             if latest is not None:
                 self._resume_newest_readable(latest)
-        elif self.resuming:
+        elif self._resume:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
             self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
@@ -101,9 +101,9 @@ class CheckpointMixin:
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
         checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
         meta = checkpoint['meta']
-        # The counters are plain attributes of the loop (MMEngine sets its private _epoch/_iter).
-        self.train_loop.epoch = meta['epoch']
-        self.train_loop.iter = meta['iter']
+        # The loop's counters are read-only properties over these, as in MMEngine.
+        self.train_loop._epoch = meta['epoch']
+        self.train_loop._iter = meta['iter']
         resumed_seed = meta.get('seed')
         if resumed_seed is not None and resumed_seed != self._randomness_cfg.get('seed'):
             if self._randomness_cfg.get('seed') is not None:
@@ -127,6 +127,9 @@ class CheckpointMixin:
                                 'schedulers, so none are resumed')
         if resume_param_scheduler and 'param_schedulers' in checkpoint \
                 and self.param_schedulers is not None:
+            # resume() may come before train() built them (as MMEngine's tests call it).
+            self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
+            self.param_schedulers = self.build_param_scheduler(self.param_schedulers)
             for scheduler, state in zip(self.param_schedulers, checkpoint['param_schedulers']):
                 scheduler.load_state_dict(state)
         self._has_loaded = True
