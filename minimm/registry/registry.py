@@ -71,9 +71,10 @@ class Registry:
             obj = import_object(key)
         return obj
 
-    def build(self, cfg: Any, default_args: Optional[dict] = None) -> Any:
-        """Build an object from ``cfg`` (a dict with ``type``), filling gaps from ``default_args``."""
-        return self.build_func(cfg, registry=self, default_args=default_args)
+    def build(self, cfg: Any, *args, **kwargs) -> Any:
+        """Build an object from ``cfg`` (a dict with ``type``) with ``build_func``; for
+        ``build_from_cfg``, ``default_args=`` fills the keys ``cfg`` lacks."""
+        return self.build_func(cfg, *args, **kwargs, registry=self)
 
     def _register_module(self, module: Callable, module_name: Union[str, List[str], None],
                          force: bool) -> None:

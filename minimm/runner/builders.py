@@ -29,7 +29,8 @@ from ..optim import OptimWrapper, build_optim_wrapper
 from ..optim.scheduler import build_param_scheduler
 from ..registry import EVALUATOR, LOG_PROCESSORS, LOOPS, MODEL_WRAPPERS, MODELS, VISUALIZERS
 from .checkpoint import unwrap_model
-from .loops import BaseLoop, EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
+from .base_loop import BaseLoop
+from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
 
 class BuildMixin:

@@ -17,30 +17,15 @@ passes each milestone. Left out compared with MMEngine: validation losses, and t
 """
 import bisect
 import logging
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader
 
 from ..evaluator import BaseMetric
 from ..registry import LOOPS
+from .base_loop import BaseLoop
 from .utils import calc_dynamic_intervals
-
-
-class BaseLoop:
-    """Holds the runner and a dataloader (built from a dict by the runner when needed)."""
-
-    def __init__(self, runner, dataloader: Union[DataLoader, dict]):
-        self.runner = runner
-        if isinstance(dataloader, dict):
-            diff_rank_seed = runner._randomness_cfg.get('diff_rank_seed', False)
-            self.dataloader = runner.build_dataloader(dataloader, seed=runner.seed,
-                                                      diff_rank_seed=diff_rank_seed)
-        else:
-            self.dataloader = dataloader
-
-    def run(self):
-        raise NotImplementedError
 
 
 def _describe(outputs) -> str:

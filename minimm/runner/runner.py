@@ -51,7 +51,7 @@ from .builders import BuildMixin
 from .checkpoint import unwrap_model
 from .checkpointing import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
-from .loops import BaseLoop
+from .base_loop import BaseLoop
 
 ConfigType = Union[dict, Config]
 

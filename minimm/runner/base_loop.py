@@ -1,0 +1,22 @@
+"""BaseLoop: what every loop has, a runner and a dataloader (MMEngine's
+``mmengine/runner/base_loop.py``); ``loops.py`` holds the four loops built on it."""
+from typing import Union
+
+from torch.utils.data import DataLoader
+
+
+class BaseLoop:
+    """Holds the runner and a dataloader (built from a dict by the runner when needed).
+    Subclasses write ``run``."""
+
+    def __init__(self, runner, dataloader: Union[DataLoader, dict]):
+        self.runner = runner
+        if isinstance(dataloader, dict):
+            diff_rank_seed = runner._randomness_cfg.get('diff_rank_seed', False)
+            self.dataloader = runner.build_dataloader(dataloader, seed=runner.seed,
+                                                      diff_rank_seed=diff_rank_seed)
+        else:
+            self.dataloader = dataloader
+
+    def run(self):
+        raise NotImplementedError
