@@ -12,8 +12,8 @@ from minimm.cli import DEMO_CONFIG, main
 from minimm.evaluator import BaseMetric
 from minimm.hooks import Hook
 from minimm.runner import find_latest_checkpoint
-from minimm.runner.checkpoint import (CheckpointError, load_checkpoint_file, load_state_dict,
-                                      save_checkpoint)
+from minimm.checkpoint import (CheckpointError, load_checkpoint_file, load_state_dict,
+                               save_checkpoint)
 from toy import ToyDataset, ToyMetric, ToyModel, toy_loader, toy_runner
 
 

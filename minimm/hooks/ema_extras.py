@@ -19,7 +19,7 @@ import os
 import os.path as osp
 from typing import Dict, Set
 
-from ..runner.checkpoint import save_checkpoint
+from ..checkpoint import save_checkpoint
 
 EMA_SUFFIX = '_ema.pth'
 

@@ -40,7 +40,7 @@ from typing import Dict, Iterator, Optional, Tuple
 import torch
 
 from ..registry import HOOKS, MODELS
-from ..runner.checkpoint import load_state_dict, unwrap_model, weights_to_cpu
+from ..checkpoint import load_state_dict, unwrap_model, weights_to_cpu
 from .ema_extras import EMAOnlyCheckpoints, evaluate_raw_weights
 from .hook import DATA_BATCH, Hook
 

@@ -21,7 +21,7 @@ from ..logging import Visualizer
 from ..optim import OptimWrapper, build_optim_wrapper
 from ..optim.scheduler import build_param_scheduler
 from ..registry import LOOPS, MODELS
-from .checkpoint import unwrap_model
+from ..checkpoint import unwrap_model
 from .loops import BaseLoop, EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
 

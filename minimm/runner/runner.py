@@ -13,7 +13,7 @@ The Runner's other ideas each have their own file, mixed into the class here:
 
 * ``hook_dispatch.py``: the default hooks, ``register_hook`` (ordering by priority), ``call_hook``;
 * ``builders.py``: ``build_*`` (model, dataloaders, loops, optim wrapper, schedulers);
-* ``checkpointing.py``: ``save_checkpoint``, ``load_checkpoint``, ``resume``, ``load_or_resume``;
+* ``resume.py``: ``save_checkpoint``, ``load_checkpoint``, ``resume``, ``load_or_resume``;
 * ``loops.py``: when each stage is called.
 
 Left out compared with MMEngine: ``auto_scale_lr``, ``default_scope``, model-wrapper configs,
@@ -45,8 +45,8 @@ from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from .builders import BuildMixin
-from .checkpoint import unwrap_model
-from .checkpointing import CheckpointMixin, parse_load_from
+from ..checkpoint import unwrap_model
+from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .loops import BaseLoop
 

@@ -1,6 +1,6 @@
 """Checkpointing in the Runner: what a checkpoint holds, and how loading and resuming use it.
 
-``checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
+``minimm/checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
 ``Runner.load_or_resume``/``load_checkpoint``/``resume``/``save_checkpoint``) decide what goes into
 a checkpoint and what is restored from it:
 
@@ -28,9 +28,9 @@ from ..dist import master_only
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from .checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
-                         load_checkpoint_to_model, resume_candidates, save_checkpoint,
-                         unwrap_model, weights_to_cpu)
+from ..checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
+                          load_checkpoint_to_model, resume_candidates, save_checkpoint,
+                          unwrap_model, weights_to_cpu)
 
 
 def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
