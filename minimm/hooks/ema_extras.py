@@ -7,7 +7,7 @@
   checkpoint is gone (deleted by ``max_keep_ckpts`` or replaced as the best) are deleted after the
   next EMA-only file is written, and at the end of training.
 * ``eval_raw_and_ema=True`` (``evaluate_raw_weights``): after each validation epoch (on the EMA
-  weights), evaluate the raw weights too, with the validation loop's own ``evaluate_model`` (no
+  weights), evaluate the raw weights too, with the validation loop's dataloader and evaluator (no
   per-iteration hooks for the second pass), and add ``raw/<name>`` to the epoch's metrics and to
   the MessageHub (``val/raw/<name>``), so the LoggerHook line shows both. EMAHook must then run
   before the LoggerHook, i.e. keep a priority above BELOW_NORMAL.
@@ -18,6 +18,8 @@ import glob
 import os
 import os.path as osp
 from typing import Dict, Set
+
+import torch
 
 from ..checkpoint import save_checkpoint
 
@@ -48,7 +50,12 @@ class EMAOnlyCheckpoints:
 
 def evaluate_raw_weights(runner, metrics: Dict[str, float]) -> None:
     """Evaluate the model's (raw, swapped-back) weights on the val set; add ``raw/`` metrics."""
-    raw_metrics = runner.val_loop.evaluate_model(iter_hooks=False)
+    loop = runner.val_loop
+    with torch.no_grad():
+        for data_batch in loop.dataloader:
+            outputs = runner.model.val_step(data_batch)
+            loop.evaluator.process(data_samples=outputs, data_batch=data_batch)
+    raw_metrics = loop.evaluator.evaluate(len(loop.dataloader.dataset))
     for name, value in raw_metrics.items():
         metrics[f'raw/{name}'] = value
         # RuntimeInfoHook (VERY_HIGH) has already recorded this epoch's metrics.

@@ -66,7 +66,13 @@ class BuildMixin:
                                          broadcast_buffers=False)
 
     def build_dataloader(self, dataloader, seed: Optional[int] = None,
-                         diff_rank_seed: bool = False) -> DataLoader:
+                         diff_rank_seed: Optional[bool] = None) -> DataLoader:
+        """``seed`` and ``diff_rank_seed`` default to the runner's ``randomness`` settings, which
+        the builder reads itself (MMEngine's loops read them from the runner and pass them in)."""
+        if seed is None:
+            seed = self.seed
+        if diff_rank_seed is None:
+            diff_rank_seed = self._randomness_cfg.get('diff_rank_seed', False)
         return build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
 
     def build_evaluator(self, evaluator) -> Evaluator:
