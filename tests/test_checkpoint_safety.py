@@ -33,7 +33,10 @@ class _FailSave(Hook):
         self.name = name
 
     def before_save_checkpoint(self, runner, checkpoint):
-        if os.path.basename(runner.checkpoint_path_being_saved) == self.name:
+        # CheckpointHook records the file it is about to write in the MessageHub.
+        hub = runner.message_hub
+        if self.name in [os.path.basename(path or '') for path in
+                         (hub.get_info('last_ckpt'), hub.get_info('best_ckpt'))]:
             raise OSError(28, 'No space left on device')
 
 

@@ -138,9 +138,7 @@ class CheckpointMixin:
                         meta: Optional[dict] = None, by_epoch: bool = True,
                         backend_args=None) -> None:
         """Write ``out_dir/filename`` (rank 0 only). Hooks see the dict in
-        ``before_save_checkpoint`` and may change it before it is written; meanwhile
-        ``runner.checkpoint_path_being_saved`` names the file (for hooks that write a companion
-        file, as EMAHook's ``save_ema_checkpoint``), and is None otherwise."""
+        ``before_save_checkpoint`` and may change it before it is written."""
         if meta is None:
             meta = {}
         elif not isinstance(meta, dict):
@@ -175,9 +173,5 @@ class CheckpointMixin:
             save_param_scheduler = False
         if save_param_scheduler:
             checkpoint['param_schedulers'] = [s.state_dict() for s in self.param_schedulers]
-        self.checkpoint_path_being_saved = osp.join(out_dir, filename)
-        try:
-            self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
-            save_checkpoint(checkpoint, self.checkpoint_path_being_saved)
-        finally:
-            self.checkpoint_path_being_saved = None
+        self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
+        save_checkpoint(checkpoint, osp.join(out_dir, filename))

@@ -171,7 +171,6 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         self.model = self._wrap_model(self._build_model(model, data_preprocessor))
 
-        self.checkpoint_path_being_saved: Optional[str] = None
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
         self._log_env()
