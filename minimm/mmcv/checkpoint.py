@@ -11,8 +11,8 @@ from itertools import chain
 
 import torch
 
-from minimm.runner.checkpoint import (load_checkpoint_file, load_checkpoint_to_model,
-                                      save_checkpoint as save_checkpoint_file, unwrap_model)
+from minimm.checkpoint import (load_checkpoint_file, load_checkpoint_to_model,
+                               save_checkpoint as save_checkpoint_file, unwrap_model)
 
 MMCV_VERSION = '1.7.2'  # the version whose file format is written
 

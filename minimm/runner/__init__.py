@@ -1,6 +1,6 @@
-"""The Runner, its loops, hook priorities and checkpoint files."""
+"""The Runner, its loops and hook priorities (checkpoint files: ``minimm/checkpoint.py``)."""
+from ..checkpoint import find_latest_checkpoint
 from .base_loop import BaseLoop
-from .checkpoint import find_latest_checkpoint
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 from .priority import Priority, get_priority
 from .runner import Runner

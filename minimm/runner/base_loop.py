@@ -12,9 +12,8 @@ class BaseLoop:
     def __init__(self, runner, dataloader: Union[DataLoader, dict]):
         self.runner = runner
         if isinstance(dataloader, dict):
-            diff_rank_seed = runner._randomness_cfg.get('diff_rank_seed', False)
-            self.dataloader = runner.build_dataloader(dataloader, seed=runner.seed,
-                                                      diff_rank_seed=diff_rank_seed)
+            # The builder seeds the workers from the runner's `randomness` settings itself.
+            self.dataloader = runner.build_dataloader(dataloader)
         else:
             self.dataloader = dataloader
 

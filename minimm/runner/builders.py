@@ -27,8 +27,8 @@ from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
 from ..model import MMDistributedDataParallel, convert_sync_batchnorm, revert_sync_batchnorm
 from ..optim import OptimWrapper, build_optim_wrapper
 from ..optim.scheduler import build_param_scheduler
+from ..checkpoint import unwrap_model
 from ..registry import EVALUATOR, LOG_PROCESSORS, LOOPS, MODEL_WRAPPERS, MODELS, VISUALIZERS
-from .checkpoint import unwrap_model
 from .base_loop import BaseLoop
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
@@ -131,9 +131,14 @@ class BuildMixin:
             default_args['device_ids'] = device_ids
         return MODEL_WRAPPERS.build(cfg, default_args=default_args)
 
-    @staticmethod
-    def build_dataloader(dataloader: Union[DataLoader, Dict], seed: Optional[int] = None,
-                         diff_rank_seed: bool = False) -> DataLoader:
+    def build_dataloader(self, dataloader, seed: Optional[int] = None,
+                         diff_rank_seed: Optional[bool] = None) -> DataLoader:
+        """``seed`` and ``diff_rank_seed`` default to the runner's ``randomness`` settings, which
+        the builder reads itself (MMEngine's loops read them from the runner and pass them in)."""
+        if seed is None:
+            seed = self.seed
+        if diff_rank_seed is None:
+            diff_rank_seed = self._randomness_cfg.get('diff_rank_seed', False)
         return build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
 
     def build_evaluator(self, evaluator: Union[Dict, List, Evaluator]) -> Evaluator:

@@ -209,9 +209,8 @@ class IterBasedTrainLoop(BaseTrainLoop):
 
 
 class _EvalLoop(BaseLoop):
-    """The shared body of ValLoop and TestLoop; ``mode`` names the stages ('val' or 'test')."""
-
-    mode = 'val'
+    """What ValLoop and TestLoop share: the evaluator and one pass over the batches. Each of them
+    writes out its own ``run`` and ``run_iter``, as MMEngine does, so every stage name is literal."""
 
     def __init__(self, runner, dataloader, evaluator, fp16: bool = False):
         super().__init__(runner, dataloader)
@@ -219,61 +218,63 @@ class _EvalLoop(BaseLoop):
         if isinstance(evaluator, BaseMetric):
             evaluator = [evaluator]
         self.evaluator = runner.build_evaluator(evaluator)
-        # Run the model under autocast (float16 on a GPU, bfloat16 on a CPU), as MMEngine.
         self.fp16 = fp16
         metainfo = getattr(self.dataloader.dataset, 'metainfo', None)
         if metainfo is not None:
             self.evaluator.dataset_meta = metainfo
 
-    def run(self) -> Dict[str, float]:
-        mode = self.mode
-        self.runner.call_hook(f'before_{mode}')
-        self.runner.call_hook(f'before_{mode}_epoch')
-        metrics = self.evaluate_model()
-        self.runner.call_hook(f'after_{mode}_epoch', metrics=metrics)
-        self.runner.call_hook(f'after_{mode}')
-        return metrics
-
-    def evaluate_model(self, iter_hooks: bool = True) -> Dict[str, float]:
-        """One pass over the dataloader with the model's current weights, then
-        ``evaluator.evaluate``. ``iter_hooks=False`` skips the per-iteration stages, for a second
-        pass inside an epoch (EMAHook's ``eval_raw_and_ema``)."""
+    def _run_batches(self) -> Dict[str, float]:
+        """``run_iter`` on every batch in eval mode, then ``evaluator.evaluate``."""
         self.runner.model.eval()
         for idx, data_batch in enumerate(self.dataloader):
-            if iter_hooks:
-                self.run_iter(idx, data_batch)
-            else:
-                self.predict(data_batch)
+            self.run_iter(idx, data_batch)
         return self.evaluator.evaluate(len(self.dataloader.dataset))
 
-    @torch.no_grad()
-    def run_iter(self, idx: int, data_batch) -> None:
-        mode = self.mode
-        self.runner.call_hook(f'before_{mode}_iter', batch_idx=idx, data_batch=data_batch)
-        outputs = self.predict(data_batch)
-        self.runner.call_hook(f'after_{mode}_iter', batch_idx=idx, data_batch=data_batch,
-                              outputs=outputs)
-
-    @torch.no_grad()
-    def predict(self, data_batch):
-        """``val_step``/``test_step`` on one batch; the outputs go to the evaluator."""
+    def _autocast(self):
+        """autocast (float16 on a GPU, bfloat16 on a CPU) when ``fp16``, as MMEngine's loops."""
         device_type = 'cuda' if torch.cuda.is_available() else 'cpu'
-        with torch.autocast(device_type=device_type, enabled=self.fp16):
-            outputs = getattr(self.runner.model, f'{self.mode}_step')(data_batch)
-        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
-        return outputs
+        return torch.autocast(device_type=device_type, enabled=self.fp16)
 
 
 @LOOPS.register_module()
 class ValLoop(_EvalLoop):
     """One pass over the validation set, then ``evaluator.evaluate``."""
 
-    mode = 'val'
+    def run(self) -> Dict[str, float]:
+        self.runner.call_hook('before_val')
+        self.runner.call_hook('before_val_epoch')
+        metrics = self._run_batches()
+        self.runner.call_hook('after_val_epoch', metrics=metrics)
+        self.runner.call_hook('after_val')
+        return metrics
+
+    @torch.no_grad()
+    def run_iter(self, idx: int, data_batch) -> None:
+        self.runner.call_hook('before_val_iter', batch_idx=idx, data_batch=data_batch)
+        with self._autocast():
+            outputs = self.runner.model.val_step(data_batch)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self.runner.call_hook('after_val_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)
 
 
 @LOOPS.register_module()
 class TestLoop(_EvalLoop):
     """One pass over the test set, then ``evaluator.evaluate``."""
 
-    mode = 'test'
+    def run(self) -> Dict[str, float]:
+        self.runner.call_hook('before_test')
+        self.runner.call_hook('before_test_epoch')
+        metrics = self._run_batches()
+        self.runner.call_hook('after_test_epoch', metrics=metrics)
+        self.runner.call_hook('after_test')
+        return metrics
 
+    @torch.no_grad()
+    def run_iter(self, idx: int, data_batch) -> None:
+        self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=data_batch)
+        with self._autocast():
+            outputs = self.runner.model.test_step(data_batch)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)

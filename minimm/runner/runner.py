@@ -13,7 +13,7 @@ The Runner's other ideas each have their own file, mixed into the class here:
 
 * ``hook_dispatch.py``: the default hooks, ``register_hook`` (ordering by priority), ``call_hook``;
 * ``builders.py``: ``build_*`` (model, dataloaders, loops, optim wrapper, schedulers);
-* ``checkpointing.py``: ``save_checkpoint``, ``load_checkpoint``, ``resume``, ``load_or_resume``;
+* ``resume.py``: ``save_checkpoint``, ``load_checkpoint``, ``resume``, ``load_or_resume``;
 * ``loops.py``: when each stage is called.
 
 Left out compared with MMEngine: ``auto_scale_lr`` (enabling it is an error), scopes
@@ -48,8 +48,8 @@ from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from ..registry import RUNNERS
 from .builders import BuildMixin
-from .checkpoint import unwrap_model
-from .checkpointing import CheckpointMixin, parse_load_from
+from ..checkpoint import unwrap_model
+from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
 
@@ -179,7 +179,6 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             model.setdefault('data_preprocessor', data_preprocessor)
         self.model = self.wrap_model(self.cfg.get('model_wrapper_cfg'), self.build_model(model))
 
-        self.checkpoint_path_being_saved: Optional[str] = None
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
         self._log_env()

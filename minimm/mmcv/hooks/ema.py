@@ -7,7 +7,7 @@ epoch, so val, EvalHook and CheckpointHook see the averages. Compare ``minimm/ho
 import torch
 
 from minimm.ops import ema_update_
-from minimm.runner.checkpoint import unwrap_model
+from minimm.checkpoint import unwrap_model
 
 from .hook import HOOKS, Hook
 

@@ -1,6 +1,6 @@
 """Checkpointing in the Runner: what a checkpoint holds, and how loading and resuming use it.
 
-``checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
+``minimm/checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
 ``Runner.load_or_resume``/``load_checkpoint``/``resume``/``save_checkpoint``) decide what goes into
 a checkpoint and what is restored from it:
 
@@ -28,9 +28,9 @@ from ..dist import master_only
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from .checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
-                         load_checkpoint_to_model, resume_candidates, save_checkpoint,
-                         unwrap_model, weights_to_cpu)
+from ..checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
+                          load_checkpoint_to_model, resume_candidates, save_checkpoint,
+                          unwrap_model, weights_to_cpu)
 
 
 def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
@@ -141,9 +141,7 @@ class CheckpointMixin:
                         meta: Optional[dict] = None, by_epoch: bool = True,
                         backend_args=None) -> None:
         """Write ``out_dir/filename`` (rank 0 only). Hooks see the dict in
-        ``before_save_checkpoint`` and may change it before it is written; meanwhile
-        ``runner.checkpoint_path_being_saved`` names the file (for hooks that write a companion
-        file, as EMAHook's ``save_ema_checkpoint``), and is None otherwise."""
+        ``before_save_checkpoint`` and may change it before it is written."""
         if meta is None:
             meta = {}
         elif not isinstance(meta, dict):
@@ -178,9 +176,5 @@ class CheckpointMixin:
             save_param_scheduler = False
         if save_param_scheduler:
             checkpoint['param_schedulers'] = [s.state_dict() for s in self.param_schedulers]
-        self.checkpoint_path_being_saved = osp.join(out_dir, filename)
-        try:
-            self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
-            save_checkpoint(checkpoint, self.checkpoint_path_being_saved)
-        finally:
-            self.checkpoint_path_being_saved = None
+        self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
+        save_checkpoint(checkpoint, osp.join(out_dir, filename))
