@@ -23,8 +23,9 @@ import inspect
 from typing import Any, Callable, Dict, List, Optional, Union
 
 __all__ = [
-    'Registry', 'build_from_cfg', 'HOOKS', 'MODELS', 'DATASETS', 'DATA_SAMPLERS',
-    'OPTIMIZERS', 'OPTIM_WRAPPERS', 'PARAM_SCHEDULERS', 'METRICS', 'LOOPS',
+    'Registry', 'build_from_cfg', 'HOOKS', 'MODELS', 'MODEL_WRAPPERS', 'DATASETS',
+    'DATA_SAMPLERS', 'OPTIMIZERS', 'OPTIM_WRAPPERS', 'OPTIM_WRAPPER_CONSTRUCTORS',
+    'PARAM_SCHEDULERS', 'METRICS', 'LOOPS',
     'VISBACKENDS', 'FUNCTIONS', 'import_object'
 ]
 
@@ -180,10 +181,12 @@ def _is_signature_error(obj_cls: Callable, args: dict) -> bool:
 # The root registries, named as MMEngine's ``mmengine.registry.root``.
 HOOKS = Registry('hook')
 MODELS = Registry('model')
+MODEL_WRAPPERS = Registry('model_wrapper')
 DATASETS = Registry('dataset')
 DATA_SAMPLERS = Registry('data sampler')
 OPTIMIZERS = Registry('optimizer')
 OPTIM_WRAPPERS = Registry('optim wrapper')
+OPTIM_WRAPPER_CONSTRUCTORS = Registry('optimizer wrapper constructor')
 PARAM_SCHEDULERS = Registry('parameter scheduler')
 METRICS = Registry('metric')
 LOOPS = Registry('loop')
