@@ -3,4 +3,4 @@ from .base_model import BaseDataPreprocessor, BaseModel
 from .digits_cnn import DigitsCNN
 from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                              StochasticWeightAverage)
-from .wrappers import MMDistributedDataParallel
+from .wrappers import MMDistributedDataParallel, is_model_wrapper
