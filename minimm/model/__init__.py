@@ -4,4 +4,4 @@ from .digits_cnn import DigitsCNN
 from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                              StochasticWeightAverage)
 from .utils import convert_sync_batchnorm, revert_sync_batchnorm
-from .wrappers import MMDistributedDataParallel
+from .wrappers import MMDistributedDataParallel, is_model_wrapper

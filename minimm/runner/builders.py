@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader
 from ..dataset import build_dataloader
 from ..evaluator import Evaluator
 from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
-from ..model import MMDistributedDataParallel, convert_sync_batchnorm, revert_sync_batchnorm
+from ..model import (MMDistributedDataParallel, convert_sync_batchnorm, is_model_wrapper,
+                     revert_sync_batchnorm)
 from ..optim import OptimWrapper, build_optim_wrapper
 from ..optim.scheduler import build_param_scheduler
 from ..checkpoint import unwrap_model
@@ -100,9 +101,7 @@ class BuildMixin:
         """Move the model to the device. Not distributed: turn SyncBatchNorm layers back into
         BatchNorm. Distributed: apply ``cfg.sync_bn``, then wrap the model in
         ``MMDistributedDataParallel``, or in the MODEL_WRAPPERS type ``model_wrapper_cfg`` names."""
-        wrapper_types = tuple(cls for cls in MODEL_WRAPPERS.module_dict.values()
-                              if isinstance(cls, type))
-        if isinstance(model, wrapper_types):
+        if is_model_wrapper(model):
             if model_wrapper_cfg is not None:
                 raise TypeError('model has been wrapped and "model_wrapper_cfg" should be None, '
                                 f'but got {model_wrapper_cfg}')
