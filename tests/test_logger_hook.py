@@ -196,6 +196,19 @@ def test_visualizer_backends(tmp_path):
     assert VISBACKENDS.get('TensorboardVisBackend') is TensorboardVisBackend
 
 
+def test_json_lines_hold_plain_data_and_refuse_an_object(tmp_path):
+    # The one converter (minimm/plain_data.py, for_json=True) behind every JSON file written.
+    import numpy as np
+    backend = LocalVisBackend(str(tmp_path))
+    backend.add_scalars({'a': np.float32(0.5), 'b': torch.tensor([1, 2]), 'c': (1, np.int64(2)),
+                         'd': {3}, 'e': np.arange(2)}, step=1)
+    with pytest.raises(TypeError, match=r"scalars\['bad'\] is a builtins.object, which JSON"):
+        backend.add_scalars({'bad': object()}, step=2)
+    backend.close()
+    assert read_json_lines(tmp_path / 'scalars.json') == [
+        {'a': 0.5, 'b': [1, 2], 'c': [1, 2], 'd': [3], 'e': [0, 1], 'step': 1}]
+
+
 def test_tensorboard_backend_is_lazy_and_names_the_missing_package(tmp_path):
     backend = TensorboardVisBackend(str(tmp_path / 'tb'))
     assert not (tmp_path / 'tb').exists()

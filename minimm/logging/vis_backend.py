@@ -26,6 +26,7 @@ from typing import IO, Any, Callable, Dict, Optional
 import numpy as np
 import torch
 
+from ..plain_data import to_plain_data
 from ..registry import VISBACKENDS
 
 
@@ -49,17 +50,6 @@ def import_optional(module: str, backend: str, pip_name: Optional[str] = None) -
     except ImportError as e:
         raise ImportError(f'{backend} needs the {module} package: run '
                           f'"pip install {pip_name or module}"') from e
-
-
-def json_default(obj: Any) -> Any:
-    """Make numpy values, tensors and sets JSON-serialisable (``json.dump``'s ``default``)."""
-    if isinstance(obj, (np.ndarray, torch.Tensor)):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, set):
-        return list(obj)
-    raise TypeError(f'{type(obj)} is not JSON serialisable')
 
 
 def check_no_step_key(scalar_dict: dict) -> None:
@@ -197,7 +187,7 @@ class LocalVisBackend(BaseVisBackend):
         f = self._files.get(file_path)
         if f is None:
             f = self._files[file_path] = open(file_path, 'a')
-        f.write(json.dumps(value_dict, default=json_default) + '\n')
+        f.write(json.dumps(to_plain_data(value_dict, 'scalars', for_json=True)) + '\n')
         f.flush()
 
     def _close(self) -> None:
