@@ -74,6 +74,17 @@ def test_train_interval_logic(tmp_path, train_len, ignore_last, expected):
     assert run_epoch(hook, runner, train_len) == expected
 
 
+def test_train_interval_counts_within_each_epoch(tmp_path):
+    # 5 batches, interval 2: batches 1 and 3 of every epoch. Counting the global iteration
+    # instead would log batches 0 and 2 in the second epoch (iterations 5 and 7).
+    runner = make_runner(tmp_path, train_len=5)
+    hook = LoggerHook(interval=2)
+    hook.before_run(runner)
+    assert run_epoch(hook, runner, 5) == [1, 3]
+    runner.epoch += 1
+    assert run_epoch(hook, runner, 5) == [1, 3]
+
+
 def test_train_lines_and_json_logs(tmp_path):
     runner = make_runner(tmp_path, train_len=25)
     hook = LoggerHook(interval=10, interval_exp_name=20)
