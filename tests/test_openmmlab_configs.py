@@ -98,11 +98,10 @@ train_dataloader = dict(
     collate_fn=dict(type='default_collate'),
     dataset=dict(type='DigitsDataset', split='train'))
 val_dataloader = dict(
+    train_dataloader,
     batch_size=120,
-    num_workers=0,
     num_batch_per_epoch=1,
     sampler=dict(type='DefaultSampler', shuffle=False),
-    collate_fn=dict(type='default_collate'),
     dataset=dict(type='DigitsDataset', split='val'))
 test_dataloader = val_dataloader
 val_evaluator = dict(type='Accuracy')
