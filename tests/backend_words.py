@@ -5,18 +5,18 @@ A test's outcome depends on the backend (native kernels or their PyTorch twins, 
 ``MINIMM_NO_EXT=1`` forces) when it runs the ops, the averaged models built on them, or the hooks
 and the packed collective that use those: so CI's ``MINIMM_NO_EXT=1`` lane runs exactly the tests
 marked ``ops_backend``. A test names such code by importing it, by a registry type name in a
-config (``dict(type='EMAHook')``), through a helper module of tests/ that does, or through a
-shipped config file that does (``minimm/configs/digits_ema.py``); a doc by the same words in its
-python blocks. Docstrings and comments do not count.
+config (``dict(type='EMAHook')``) or through a helper module of tests/ that does; a doc by the
+same words in its python blocks. Docstrings and comments do not count. A test that trains a
+shipped config (``minimm/configs/digits_ema.py``) runs EMA too, but checks the command line, the
+config or the launcher, whose outcome the backend does not change: it is not marked.
 """
 import ast
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import List, Tuple
+from typing import List
 
 TESTS = Path(__file__).resolve().parent
-CONFIGS = TESTS.parent / 'minimm' / 'configs'
 
 BACKEND_WORDS = (
     'minimm.ops', 'averaged_model', 'ExponentialMovingAverage', 'MomentumAnnealingEMA',
@@ -51,19 +51,15 @@ def code_text(source: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def _words_and_helpers() -> Tuple[tuple, tuple]:
-    """BACKEND_WORDS plus the shipped configs that use them (found by name, as in a path), and
-    the helper modules of tests/ that use them (found as imports)."""
-    words, helpers = list(BACKEND_WORDS), []
-    for path in sorted(CONFIGS.glob('*.py')):
-        if _found(code_text(path.read_text()), BACKEND_WORDS):
-            words.append(path.stem)
+def _backend_helpers() -> tuple:
+    """The helper modules of tests/ whose code names backend code (found in a test as imports)."""
+    helpers = []
     for path in sorted(TESTS.glob('*.py')):
         if path.name.startswith(('test_', 'conftest', 'backend_words')):
             continue
-        if _found(code_text(path.read_text()), words):
+        if _found(code_text(path.read_text()), BACKEND_WORDS):
             helpers.append(path.stem)
-    return tuple(words), tuple(helpers)
+    return tuple(helpers)
 
 
 def _found(text: str, words) -> List[str]:
@@ -72,10 +68,10 @@ def _found(text: str, words) -> List[str]:
 
 def backend_words_in_code(source: str) -> List[str]:
     """What in ``source`` (a test module) names backend code; empty when nothing does."""
-    words, helpers = _words_and_helpers()
     lines = code_text(source).splitlines()
-    imported = [h for h in helpers if any(line == h or line.startswith(h + '.') for line in lines)]
-    return _found('\n'.join(lines), words) + imported
+    imported = [h for h in _backend_helpers()
+                if any(line == h or line.startswith(h + '.') for line in lines)]
+    return _found('\n'.join(lines), BACKEND_WORDS) + imported
 
 
 PYTHON_BLOCK = re.compile(r'^```python[ \t]*\n(.*?)^```[ \t]*$', re.DOTALL | re.MULTILINE)

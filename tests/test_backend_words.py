@@ -18,7 +18,7 @@ TESTS = Path(__file__).resolve().parent
     ('from minimm import ops', ['minimm.ops']),
     ('import minimm.model.averaged_model as m', ['averaged_model']),
     ("hooks = [dict(type='EMAHook', momentum=0.1)]", ['EMAHook']),
-    ("cfg = 'minimm/configs/digits_ema.py'", ['digits_ema']),   # a shipped config using EMA
+    ("cfg = 'minimm/configs/digits_ema.py'", []),   # trains with EMA, tests something else
     ('"""A docstring may mention EMAHook."""\n# and so may a comment: SyncBuffersHook', []),
     ("from toy import toy_runner\nhooks = [dict(type='CheckpointHook')]", []),
 ])

@@ -97,15 +97,24 @@ def _accuracy(model):
 
 
 class _CountValIters(Hook):
+    """Counts val iterations; at the end of each validation (after EMAHook swapped the raw
+    weights back) records the epoch's metrics, what the MessageHub holds as ``val/raw/toy/acc``
+    and the raw weights' accuracy computed here."""
+
+    priority = 'LOWEST'
+
     def __init__(self):
         self.val_iters = 0
         self.metrics = []
+        self.raw = []
 
     def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None):
         self.val_iters += 1
 
     def after_val_epoch(self, runner, metrics=None):
         self.metrics.append(dict(metrics))
+        hub = runner.message_hub.get_scalar('val/raw/toy/acc')
+        self.raw.append((len(hub.data[0]), hub.current(), _accuracy(runner.model)))
 
 
 def test_raw_weights_are_evaluated_beside_the_ema(tmp_path):
@@ -120,9 +129,12 @@ def test_raw_weights_are_evaluated_beside_the_ema(tmp_path):
     assert raw != ema  # else the test could not tell them apart
     assert hub.get_scalar('val/raw/toy/acc').current() == raw
     assert hub.get_scalar('val/toy/acc').current() == ema
-    assert len(hub.get_scalar('val/raw/toy/acc').data[0]) == 2  # one value per validation
+    # One value per validation, recorded before that validation's log line, and each is the
+    # accuracy of the raw weights of that moment.
+    assert [(n, logged) for n, logged, _ in counter.raw] == [(1, counter.raw[0][2]),
+                                                            (2, counter.raw[1][2])]
     with open(os.path.join(runner.log_dir, f'{runner.timestamp}.log')) as f:
-        assert 'raw/toy/acc:' in f.read()
+        assert f.read().count('raw/toy/acc:') == 2
     # The second pass calls no per-iteration hooks (2 validations of 2 batches), and the
     # epoch's metrics stay the EMA's.
     assert counter.val_iters == 4
