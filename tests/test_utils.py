@@ -46,7 +46,8 @@ def test_paths(tmp_path):
     (target / 'x.py').write_text('')
     (tmp_path / 'a' / 'Y.PY').write_text('')
     (tmp_path / 'a' / '.hidden.py').write_text('')
-    assert sorted(scandir(str(tmp_path / 'a'), '.py', recursive=True)) == [os.path.join('b', 'x.py')]
+    found = sorted(scandir(str(tmp_path / 'a'), '.py', recursive=True))
+    assert found == [os.path.join('b', 'x.py')]
     assert sorted(scandir(tmp_path / 'a', '.py', recursive=True, case_sensitive=False)) == \
         ['Y.PY', os.path.join('b', 'x.py')]
     assert list(scandir(str(tmp_path / 'a'), '.py')) == []
