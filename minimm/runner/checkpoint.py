@@ -149,9 +149,9 @@ def weights_to_cpu(state_dict: dict) -> OrderedDict:
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
-    """The model inside a wrapper of ``MODEL_WRAPPERS`` (DistributedDataParallel...)."""
-    from ..model.wrappers import is_model_wrapper
-    return model.module if is_model_wrapper(model) else model
+    """The model inside a DistributedDataParallel (or any wrapper with ``.module``) wrapper."""
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+    return model.module if isinstance(model, (DataParallel, DistributedDataParallel)) else model
 
 
 def load_state_dict(module: nn.Module, state_dict: dict, strict: bool = False,
