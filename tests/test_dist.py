@@ -177,7 +177,8 @@ def test_gathers_and_object_collectives(ranks):
                                                          [[1.0, 2.0], [1.0, 3.0]]]
         assert t['all_gather_object'] == [dict(rank=0), dict(rank=1)]
         assert t['broadcast_object_list'] == ['from rank 0', 0]
-        assert t['all_reduce_dict']['a'].tolist() == [5] and t['all_reduce_dict']['b'].tolist() == [1.5]
+        reduced = t['all_reduce_dict']
+        assert reduced['a'].tolist() == [5] and reduced['b'].tolist() == [1.5]
         assert t['collect_gpu_arg'] == t['collect']
     assert t0['gather'] == [] and [g.tolist() for g in t1['gather']] == [[5], [6]]
     assert t0['gather_object'] == [('r', 0), ('r', 1)] and t1['gather_object'] is None

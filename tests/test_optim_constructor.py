@@ -234,3 +234,28 @@ def test_runner_trains_paramwise_groups_on_the_schedule(tmp_path):
         step = 0.1 if i >= 3 else 1.
         assert lrs == pytest.approx([0.1 * m * warmup * step for m in mults]), i
     assert len(recorder.seen) == 6
+
+
+def test_runner_builds_through_the_configured_constructor(tmp_path):
+    """``optim_wrapper.constructor`` in a Runner config picks the constructor class, which gets
+    the rest of the config and ``paramwise_cfg``, and the model."""
+    from toy import ToyModel, toy_runner
+
+    seen = {}
+
+    @OPTIM_WRAPPER_CONSTRUCTORS.register_module(force=True)
+    class RecordingConstructor(DefaultOptimWrapperConstructor):
+        def __call__(self, model):
+            seen.update(cfg=self.optim_wrapper_cfg, paramwise_cfg=self.paramwise_cfg, model=model)
+            return super().__call__(model)
+
+    runner = toy_runner(tmp_path, max_=1, val=False, optim_wrapper=dict(
+        constructor='RecordingConstructor', accumulative_counts=1,
+        optimizer=dict(type='SGD', lr=0.1, weight_decay=1e-4),
+        paramwise_cfg=dict(norm_decay_mult=0.)))
+    runner.train()
+    assert seen['cfg'] == dict(accumulative_counts=1)
+    assert seen['paramwise_cfg'] == dict(norm_decay_mult=0.)
+    assert isinstance(seen['model'], ToyModel)
+    assert [g['weight_decay'] for g in runner.optim_wrapper.optimizer.param_groups] == \
+        [1e-4, 1e-4, 0., 0.]

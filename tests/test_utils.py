@@ -46,7 +46,8 @@ def test_paths(tmp_path):
     (target / 'x.py').write_text('')
     (tmp_path / 'a' / 'Y.PY').write_text('')
     (tmp_path / 'a' / '.hidden.py').write_text('')
-    assert sorted(scandir(str(tmp_path / 'a'), '.py', recursive=True)) == [os.path.join('b', 'x.py')]
+    found = sorted(scandir(str(tmp_path / 'a'), '.py', recursive=True))
+    assert found == [os.path.join('b', 'x.py')]
     assert sorted(scandir(tmp_path / 'a', '.py', recursive=True, case_sensitive=False)) == \
         ['Y.PY', os.path.join('b', 'x.py')]
     assert list(scandir(str(tmp_path / 'a'), '.py')) == []
@@ -77,3 +78,14 @@ def test_digit_version_orders_versions():
     assert sorted(ordered, key=digit_version) == ordered
     with pytest.raises(ValueError, match='failed to parse'):
         digit_version('latest')
+
+
+def test_dl_utils_names_are_torchs():
+    import torch
+    from torch.nn.modules.batchnorm import _BatchNorm as TorchBatchNorm
+
+    from minimm.utils.dl_utils import TORCH_VERSION
+    from minimm.utils.dl_utils.parrots_wrapper import _BatchNorm, _InstanceNorm
+    assert TORCH_VERSION == torch.__version__ and _BatchNorm is TorchBatchNorm
+    assert isinstance(nn.SyncBatchNorm(2), _BatchNorm) and isinstance(nn.InstanceNorm2d(2),
+                                                                     _InstanceNorm)

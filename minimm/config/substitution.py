@@ -4,7 +4,8 @@ MMEngine rewrites the *text* of a config file before executing it, in this order
 
 1. ``_substitute_predefined_vars``: ``{{fileDirname}}``, ``{{fileBasename}}``,
    ``{{fileBasenameNoExtension}}`` and ``{{fileExtname}}`` become the file's own path parts,
-   anywhere in the text (usually inside a string: ``work_dir = './work_dirs/{{fileBasenameNoExtension}}'``).
+   anywhere in the text, usually inside a string:
+   ``work_dir = './work_dirs/{{fileBasenameNoExtension}}'``.
 2. ``_substitute_env_variables``: ``{{$NAME:default}}`` becomes the environment variable ``NAME``
    (or ``default`` when it is unset), also as raw text: ``lr = {{$LR:0.01}}``.
 3. ``_pre_substitute_base_vars``: ``{{_base_.a.b}}`` becomes a quoted placeholder string

@@ -21,7 +21,8 @@ divides in floating point and truncates toward zero when copying back (counts 1 
 here 3), and MMCV's in-place ``div_`` raises on modern torch. Bool tensors cannot be averaged.
 
 * :func:`all_gather` / :func:`gather` — every rank's tensor, as a list in rank order, on every
-  rank or on ``dst``; :func:`all_gather_object`, :func:`gather_object`, :func:`broadcast_object_list`
+  rank or on ``dst``; :func:`all_gather_object`, :func:`gather_object`,
+  :func:`broadcast_object_list`
   — the same for picklable Python objects.
 * :func:`all_reduce_dict` — :func:`all_reduce_params` over a dict's tensors, in sorted key order
   so that every rank reduces the same tensors together.

@@ -1,4 +1,5 @@
-"""Optimizer wrappers, their constructors and parameter schedulers; importing this registers them."""
+"""Optimizer wrappers, their constructors and parameter schedulers: importing
+this registers them."""
 from .amp_optim_wrapper import AmpOptimWrapper
 from .optim_wrapper import OptimWrapper
 from .optimizer import DefaultOptimWrapperConstructor, build_optim_wrapper

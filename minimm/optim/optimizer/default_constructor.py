@@ -39,12 +39,11 @@ from typing import List, Optional
 import torch
 import torch.nn as nn
 from torch.nn import GroupNorm, LayerNorm
-from torch.nn.modules.batchnorm import _BatchNorm
-from torch.nn.modules.instancenorm import _InstanceNorm
 
 from ...logging import print_log
 from ...registry import OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPERS, OPTIMIZERS
 from ...utils import is_list_of
+from ...utils.dl_utils.parrots_wrapper import _BatchNorm, _InstanceNorm
 from ..optim_wrapper import OptimWrapper
 
 
