@@ -6,7 +6,7 @@ checkpoint file I/O.
 non-persistent ones ``module.state_dict()`` skips, as MMCV's) and the optimizer(s).
 ``load_checkpoint(model, filename, ...)`` loads a checkpoint (or a bare state dict) into a model and
 returns the whole dict. Different from MMCV: files are written atomically and read with
-``weights_only=True`` (minimm's shared rules, ``minimm/runner/checkpoint.py``), so the state dict's
+``weights_only=True`` (minimm's shared rules, ``minimm/checkpoint.py``), so the state dict's
 ``_metadata`` (module versions) is not stored. Left out: ``CheckpointLoader`` and its URL,
 model-zoo, Pavi and S3 schemes, and ``file_client_args`` (local files only).
 """
@@ -20,8 +20,8 @@ import torch
 import torch.nn as nn
 from torch.optim import Optimizer
 
-from minimm.runner.checkpoint import load_checkpoint_file
-from minimm.runner.checkpoint import save_checkpoint as save_checkpoint_file
+from minimm.checkpoint import load_checkpoint_file
+from minimm.checkpoint import save_checkpoint as save_checkpoint_file
 
 from .dist_utils import get_dist_info
 from .parallel import is_module_wrapper
