@@ -12,7 +12,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <cuda_runtime.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -122,8 +122,10 @@ inline bool stream_is_capturing(cudaStream_t stream) {
 // Enough blocks to fill every SM (2,048 resident threads each), and never more than the chunks;
 // at least one, so that a launch with a counter but no chunks still increments it.
 inline unsigned int grid_for(const Table& table) {
-  const int64_t fill = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) *
-                       (2048 / kThreads);
+  int device = 0, sms = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t fill = static_cast<int64_t>(sms) * (2048 / kThreads);
   return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(fill, table.chunks.size())));
 }
 
