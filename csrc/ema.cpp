@@ -4,8 +4,7 @@
 // Python calls the list op as torch.ops.minimm.ema_update_ (the dispatcher picks this file's CPU
 // kernel or ema_kernel.cu's CUDA kernel by the tensors' device) and the plan as
 // torch.classes.minimm.EMAPlan, whose step() goes straight to the device's kernel: the plan's
-// tensor lists never cross the dispatcher, so a step does no per-tensor work outside the loop
-// that checks whether a tensor moved. Only torch/library.h and ATen are included (not
+// tensor lists never cross the dispatcher, so a step does no per-tensor host work. Only torch/library.h and ATen are included (not
 // torch/extension.h), which keeps a cold CPU build to a few seconds.
 //
 // The CPU kernel runs one at::parallel_for over the table's chunks (table.h), the same chunks a
@@ -92,7 +91,11 @@ void EMAPlan::rebuild() {
   add_rows(table, ema, src, /*mirrored=*/false);
   add_rows(table, mirror_ema, mirror_src, /*mirrored=*/true);
   seen.clear();
-  for (const c10::TensorImpl* impl : watched) seen.push_back(place_of(impl));
+  table_storages.clear();
+  for (const c10::TensorImpl* impl : watched) {
+    seen.push_back(place_of(impl));
+    table_storages.push_back(impl->storage());
+  }
   if (table_captured)
     TORCH_WARN("EMAPlan: a tensor of this plan moved (param.data = ..., .to(), ...) after a step was captured in a "
                "CUDA graph; a replay of that graph keeps updating the memory it captured, so capture it again");
@@ -110,7 +113,7 @@ namespace {
 // ---- the element loops -------------------------------------------------------------------
 
 template <typename E, typename S>
-void average_loop(E* ema, const S* src, int64_t n, acc_t<E> weight) {
+void average_loop(E* __restrict__ ema, const S* __restrict__ src, int64_t n, acc_t<E> weight) {
   using A = acc_t<E>;
   for (int64_t k = 0; k < n; ++k) {
     const A a = static_cast<A>(ema[k]);
@@ -119,11 +122,12 @@ void average_loop(E* ema, const S* src, int64_t n, acc_t<E> weight) {
   }
 }
 
-MINIMM_CLONES void average_f32(float* ema, const float* src, int64_t n, float weight) {
+MINIMM_CLONES void average_f32(float* __restrict__ ema, const float* __restrict__ src, int64_t n, float weight) {
   average_loop(ema, src, n, weight);
 }
 
-MINIMM_CLONES void average_f64(double* ema, const double* src, int64_t n, double weight) {
+MINIMM_CLONES void average_f64(double* __restrict__ ema, const double* __restrict__ src, int64_t n,
+                               double weight) {
   average_loop(ema, src, n, weight);
 }
 
@@ -215,18 +219,22 @@ void cpu_plan_step(EMAPlan& plan, const at::Tensor& steps) {
 
 }  // namespace
 
-bool EMAPlan::step(const at::Tensor& steps) {
+bool EMAPlan::refresh() {
+  if (!moved()) return false;
+  rebuild();
+  return true;
+}
+
+void EMAPlan::step(const at::Tensor& steps) {
   TORCH_CHECK_VALUE(steps.numel() == 1 && steps.scalar_type() == at::kLong && steps.device() == device,
                     "EMAPlan.step: steps must be a one-element int64 tensor on ", device, ", got ",
                     steps.scalar_type(), " with ", steps.numel(), " elements on ", steps.device());
-  if (moved()) return false;
   if (device.is_cpu()) {
     cpu_plan_step(*this, steps);
   } else {
     TORCH_CHECK(device.is_cuda() && cuda_plan_step != nullptr, "EMAPlan: this build has no kernels for ", device);
     cuda_plan_step(*this, steps);
   }
-  return true;
 }
 
 namespace {
@@ -234,8 +242,8 @@ const auto ema_plan_class =
     torch::class_<EMAPlan>("minimm", "EMAPlan")
         .def(torch::init<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
                          std::vector<at::Tensor>, int64_t, double, double, int64_t>())
-        .def("step", [](const c10::intrusive_ptr<EMAPlan>& self, at::Tensor steps) { return self->step(steps); })
-        .def("rebuild", [](const c10::intrusive_ptr<EMAPlan>& self) { self->rebuild(); });
+        .def("step", [](const c10::intrusive_ptr<EMAPlan>& self, at::Tensor steps) { self->step(steps); })
+        .def("refresh", [](const c10::intrusive_ptr<EMAPlan>& self) { return self->refresh(); });
 }  // namespace
 
 }  // namespace minimm

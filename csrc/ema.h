@@ -97,10 +97,11 @@ struct TensorPlace {
 TensorPlace place_of(const c10::TensorImpl* impl);
 
 // The persistent EMA plan: the (ema, src) pairs to average and the pairs to mirror on every call,
-// with the table built from them. A step runs the table as it is; it first compares where each
-// tensor is with where it was when the table was built (a loop over TensorImpl fields in C++,
-// no Python and no dispatcher), and returns false without doing anything when one moved, so that
-// the caller re-reads its model before rebuild().
+// with the table built from them. A step runs the table as it is: no per-tensor work at all.
+// refresh() compares where each tensor is with where it was when the table was built and, if one
+// moved, checks the pairs again and rebuilds the table; the caller decides when (the averaged
+// models do on the signals they watch, see minimm/model/averaged_model.py), because a scan of
+// every TensorImpl costs more than the rest of a step on thousands of small tensors.
 struct EMAPlan : torch::CustomClassHolder {
   std::vector<at::Tensor> ema, src, mirror_ema, mirror_src;
   WeightSource rule;
@@ -108,6 +109,9 @@ struct EMAPlan : torch::CustomClassHolder {
   std::vector<const c10::TensorImpl*> watched;  // all of the above (the vectors keep them alive)
   std::vector<TensorPlace> seen;                // their places when the table was built
   Table table;  // built from the tensors; uploaded to the GPU once per build
+  // What the table points into, kept alive until the next build: a step after `param.data = x`
+  // (before refresh()) writes memory nobody else reads, never freed memory.
+  std::vector<c10::Storage> table_storages;
   // CUDA graphs: a captured step replays this table's raw pointers. The first capture of a table
   // keeps what it points to alive here (the tensors' storages, the device table, the counter),
   // so that a replay never writes freed memory, even after a rebuild or a rebuild's warning.
@@ -117,8 +121,9 @@ struct EMAPlan : torch::CustomClassHolder {
   EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src, std::vector<at::Tensor> mirror_ema,
           std::vector<at::Tensor> mirror_src, int64_t kind, double momentum, double gamma, int64_t interval);
   bool moved() const;
-  void rebuild();                     // all input checks, then the rows and chunks
-  bool step(const at::Tensor& steps);  // false (nothing done) when moved()
+  void rebuild();  // all input checks, then the rows and chunks
+  bool refresh();  // rebuild() if moved(); returns whether it did
+  void step(const at::Tensor& steps);
   void keep_alive(const c10::Storage& storage);
 };
 

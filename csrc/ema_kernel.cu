@@ -164,7 +164,8 @@ void plan_step_cuda(EMAPlan& plan, const at::Tensor& steps) {
   if (!plan.table.device.defined()) upload(plan.table, plan.device, capturing, "EMAPlan.step");
   if (capturing) {
     if (!plan.table_captured) {
-      for (const c10::TensorImpl* impl : plan.watched) plan.captured_storages.push_back(impl->storage());
+      plan.captured_storages.insert(plan.captured_storages.end(), plan.table_storages.begin(),
+                                    plan.table_storages.end());
       plan.captured_storages.push_back(plan.table.device.storage());
       plan.table_captured = true;
     }

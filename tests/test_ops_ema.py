@@ -249,22 +249,16 @@ def test_plan_updates_a_tensor_listed_twice_once(backend):
 
 
 def test_plan_rejects_mismatched_layouts_on_every_backend(backend):
-    """A plan walks each pair as one dense block: other layouts are a ValueError at construction on
-    every backend. Re-pointed later to another layout, the native plan's check before the step
-    raises the same error; the fallback does not check again, and its lerp_ is right anyway."""
+    """A plan walks each pair as one dense block: other layouts are one ValueError everywhere, at
+    construction and when refresh() finds a tensor re-pointed to another layout."""
     with pytest.raises(ValueError, match='not dense with equal strides'):
         EMAPlan([torch.zeros(4, 3)], [torch.zeros(3, 4).t()], backend=backend)
     src = torch.nn.Parameter(torch.zeros(4, 3))
-    ema = torch.zeros(4, 3)
-    plan = EMAPlan([ema], [src], momentum=0.5, backend=backend)
+    plan = EMAPlan([torch.zeros(4, 3)], [src], backend=backend)
     plan.step(torch.tensor(0))
-    src.data = torch.arange(12.0).view(3, 4).t()
-    if backend == 'native':
-        with pytest.raises(ValueError, match='not dense with equal strides'):
-            plan.step(torch.tensor(1))
-    else:
-        plan.step(torch.tensor(1))
-        assert torch.equal(ema, 0.5 * src.detach())
+    src.data = torch.zeros(3, 4).t()
+    with pytest.raises(ValueError, match='not dense with equal strides'):
+        plan.refresh()
 
 
 def test_plan_step_checks_the_counter(backend):
@@ -281,6 +275,7 @@ def test_plan_follows_reassigned_data(backend):
     steps = torch.tensor(0)
     plan.step(steps)
     src[0].data = torch.full((4,), 3.0)
+    assert plan.refresh() == (backend == 'native')  # the native table is rebuilt
     plan.step(steps)
     assert torch.equal(ema[0], torch.full((4,), 2.0))
 
@@ -303,3 +298,56 @@ def test_averaging_weight_closed_forms():
     assert averaging_weight('anneal', 10**6, 0.01, 4) == 0.01
     assert [averaging_weight('swa', s, interval=2) for s in (2, 4, 6)] == [1 / 2, 1 / 3, 1 / 4]
     assert averaging_weight('ema', 5, 0.25) == 0.25
+
+
+# ---- edge cases: memory shared by destinations, re-pointing that keeps the storage ----------
+
+def test_the_list_op_rejects_a_tensor_listed_twice_and_overlapping_views(backend):
+    """Destinations sharing memory would race inside one launch: a ValueError on every backend."""
+    w = torch.zeros(4, 4)
+    for ema in ([w, w], [w[0], w], [w[:, :2], w[1]]):
+        with pytest.raises(ValueError, match='share memory'):
+            update(backend, ema, [torch.ones_like(t) for t in ema], 0.5)
+    update(backend, [w[:2], w[2:]], [torch.ones(2, 4)] * 2, 0.5)  # disjoint views are fine
+    assert torch.equal(w, torch.full((4, 4), 0.5))
+
+
+def test_a_plan_rejects_overlapping_views_and_keeps_one_of_two_names(backend):
+    w = torch.zeros(4, 4)
+    with pytest.raises(ValueError, match='share memory'):
+        EMAPlan([w[0], w], [torch.ones(4), torch.ones(4, 4)], backend=backend)
+    with pytest.raises(ValueError, match='share memory'):  # an averaged tensor mirrored too
+        EMAPlan([w], [torch.ones(4, 4)], [w[1]], [torch.ones(4)], backend=backend)
+    plan = EMAPlan([w, w.view(4, 4)], [torch.ones(4, 4)] * 2, momentum=0.5, backend=backend)
+    assert len(plan.ema) == 1
+
+
+@pytest.mark.parametrize('repoint,message', [
+    (lambda p: p.t(), 'not dense with equal strides'),   # same storage, offset and numel; strides differ
+    (lambda p: p.view(torch.int32), 'dtypes'),           # same storage, offset and numel; dtype differs
+])
+def test_the_native_plan_sees_a_repointing_that_keeps_the_storage(native, repoint, message):
+    """The staleness key includes dtype and strides: a view of the same memory is seen, checked,
+    and refused when the pair no longer fits (before: silently averaged as the old layout)."""
+    src = torch.arange(9.0).view(3, 3)
+    plan = EMAPlan([torch.zeros(3, 3)], [src], backend='native')
+    plan.step(torch.tensor(0))
+    src.data = repoint(src.data)
+    with pytest.raises(ValueError, match=message):
+        plan.refresh()
+
+
+def test_a_native_step_keeps_its_table_until_refresh(native):
+    """The step does no per-tensor work: after `src.data = x` it still reads the old memory (which
+    the plan keeps alive); refresh() finds the move and rebuilds, and finds nothing the next time."""
+    src = torch.nn.Parameter(torch.ones(4))
+    ema = torch.zeros(4)
+    plan = EMAPlan([ema], [src], momentum=0.5, backend='native')
+    steps = torch.tensor(1)
+    plan.step(steps)
+    src.data = torch.full((4,), 3.0)
+    plan.step(steps)
+    assert ema.tolist() == [0.75] * 4  # averaged from the old ones
+    assert plan.refresh() and not plan.refresh()
+    plan.step(steps)
+    assert ema.tolist() == [1.875] * 4 and int(steps) == 4

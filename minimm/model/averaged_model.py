@@ -25,14 +25,14 @@ Differences from MMEngine, on purpose:
   gets the loop, so custom rules keep working. :attr:`backend` and :meth:`describe` say which
   path runs (EMAHook logs it).
 * The plan follows the models as MMEngine's loop does, which reads ``named_parameters()`` /
-  ``state_dict()`` at every update: a tensor or module assigned to a module attribute anywhere in
-  the process (``bn.running_mean = t``, as PreciseBN hooks do; ``register_buffer``) is counted by
-  torch's global registration hooks, and the next update re-reads both models' entries first;
-  ``param.data = x`` and conversions of either model (``.to()``, ``.half()``) re-point tensors,
-  which the native plan sees before each step (and then re-reads the entries too). Not seen:
-  a tensor put into ``module._buffers`` directly, and, by the fallback, the buffer objects that a
-  conversion of the *source* model replaces (build the averaged model after moving the model, as
-  EMAHook does in ``before_run``).
+  ``state_dict()`` at every update, without reading them at every update: a tensor or module
+  assigned to a module attribute anywhere in the process (``bn.running_mean = t``, as PreciseBN
+  hooks do; ``register_buffer``; ``load_state_dict(assign=True)``) is counted by torch's global
+  registration hooks, and the next update then re-reads both models' entries and refreshes the
+  plan (:meth:`minimm.ops.EMAPlan.refresh`); so does a conversion of the averaged model
+  (``ema.to()``, ``ema.half()``). Not seen until one of those happens: ``param.data = x`` alone, a
+  tensor put into ``module._buffers`` directly, and a conversion of the *source* model alone
+  (build the averaged model after moving the model, as EMAHook does in ``before_run``).
 * A tensor with two names (tied weights, listed twice by ``state_dict()``) is averaged once;
   MMEngine averages it once per name.
 * Integer buffers (BatchNorm's ``num_batches_tracked``) with ``update_buffers=True`` are *copied*
@@ -181,16 +181,16 @@ class BaseAveragedModel(nn.Module):
         self.steps += 1
 
     def _plan_step(self, model: nn.Module, rule: str) -> bool:
-        """One step of the plan for ``model``; False when the loop must run instead. The plan is
-        (re)built for another model, after a conversion, and when tensors were assigned to modules
-        since it was built or its tensors moved (both may mean new objects under the same names)."""
+        """One step of the plan for ``model``; False when the loop must run instead. The models'
+        entries are read again (and the plan rebuilt or refreshed) for another model, after a
+        conversion of the averaged model, and when tensors or modules were assigned to module
+        attributes since the last look: the step itself does no per-tensor work."""
         plan = self._plan
         if plan is None or self._plan_source() is not model or self._plan_count != _assignments:
             plan = self._plan_for(model, rule)
             if plan is None:
                 return False
-        if not plan.step(self.steps, rebuild=False):
-            self._plan_for(model, rule).step(self.steps)
+        plan.step(self.steps)
         return True
 
     def _plan_for(self, model: nn.Module, rule: str) -> Optional[EMAPlan]:
@@ -213,6 +213,8 @@ class BaseAveragedModel(nn.Module):
             self._plan = EMAPlan(ema, source, mirror_ema, mirror_src, rule=rule, momentum=getattr(self, 'momentum', 0.0),
                                  gamma=float(getattr(self, 'gamma', 100.0)), interval=self.interval)
             self._plan_source = weakref.ref(model)
+        else:
+            self._plan.refresh()
         self._plan_count = _assignments
         self._loop_reason = None
         return self._plan

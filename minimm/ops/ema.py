@@ -208,16 +208,17 @@ class EMAPlan:
     strides, no two destinations sharing memory. A tensor listed twice (two names of one tied
     weight, see :mod:`minimm.ops.aliases`) is updated once.
 
-    The tensors must stay the same objects; re-pointing one (``param.data = x``) is followed. The
-    native plan compares every tensor's place (storage, offset, size, dtype, strides) with its
-    table's before each step, in C++, and checks and rebuilds the table when one moved (a changed
-    shape, dtype, device or layout is then a ValueError). The fallback's ``_foreach_*`` calls read
-    the tensors as they are, so it follows re-pointing by itself; it does not check again.
+    A step does no per-tensor work on the host. The tensors must stay the same objects; after
+    re-pointing one (``param.data = x``, ``module.to()``), call :meth:`refresh`: the native plan
+    keeps its table of addresses until then (the averaged models call it on the signals they
+    watch). The fallback's ``_foreach_*`` calls read the tensors as they are, so it follows
+    re-pointing by itself; :meth:`refresh` checks both again (a changed shape, dtype, device or
+    layout is then a ValueError).
 
     CUDA graphs: a native step captured in a graph replays the table of that moment, since a
     replay runs no host code. The plan keeps the captured memory alive, so a replay never writes
-    freed memory; after a tensor is re-pointed, the next eager step rebuilds the table and warns
-    that the graph must be captured again. Keep the plan alive as long as the graph.
+    freed memory; a :meth:`refresh` that rebuilds the table after a capture warns that the graph
+    must be captured again. Keep the plan alive as long as the graph.
     """
 
     def __init__(self, ema: Sequence[Tensor], src: Sequence[Tensor], mirror_ema: Sequence[Tensor] = (),
@@ -254,20 +255,22 @@ class EMAPlan:
         else:
             self._pairs, self._mirrored = _Pairs(self.ema, self.src), _Pairs(self.mirror_ema, self.mirror_src)
 
-    def step(self, steps: Tensor, rebuild: bool = True) -> bool:
-        """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device,
-        read before and incremented after (as MMEngine's ``steps`` buffer).
-
-        With ``rebuild=False`` a native plan whose tensors moved does nothing and returns False,
-        so that the caller can look for replaced tensors first (the averaged models do); else the
-        table is rebuilt and the step runs. Returns True when the step ran."""
+    def refresh(self) -> bool:
+        """Look at the tensors again after some were re-pointed; returns whether the native table
+        was rebuilt. Raises the constructor's ValueError when a pair no longer fits."""
+        _check_pairs('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
+        check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
         if self._native is not None:
-            if self._native.step(steps):
-                return True
-            if not rebuild:
-                return False
-            self._native.rebuild()
-            return self._native.step(steps)
+            return self._native.refresh()
+        self._pairs, self._mirrored = _Pairs(self.ema, self.src), _Pairs(self.mirror_ema, self.mirror_src)
+        return False
+
+    def step(self, steps: Tensor) -> None:
+        """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device,
+        read before and incremented after (as MMEngine's ``steps`` buffer)."""
+        if self._native is not None:
+            self._native.step(steps)
+            return
         if steps.device != self.device or steps.dtype != torch.long or steps.numel() != 1:
             raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on {self.device}, got '
                              f'{steps.dtype} with {steps.numel()} elements on {steps.device}')
@@ -278,4 +281,3 @@ class EMAPlan:
             self._pairs.average(averaging_weight(self.rule, count, self.momentum, self.gamma, self.interval))
         self._mirrored.copy()
         steps += 1
-        return True
