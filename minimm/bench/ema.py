@@ -18,11 +18,15 @@ in bf16 with an fp32 EMA). Methods, timed in alternation in the same process (th
 
 Columns: ms per update, GB/s of those bytes, the time as a multiple of the limit, and the
 speed-up over ``loop``; under each table, the fallback's speed-up over the loop and the
-per-tensor ratio. Absolute numbers depend on the machine; read the ratios.
+per-tensor ratio. On a GPU each call is timed between two synchronisations, which costs more than
+a small update; so a last line gives the native step's time per step when 200 steps are queued
+back to back, and when each is a replay of a CUDA graph holding one step. Absolute numbers
+depend on the machine; read the ratios.
 """
 import argparse
 import json
-from typing import List, Optional
+import time
+from typing import Callable, List, Optional
 
 import torch
 
@@ -60,6 +64,32 @@ def bench_workload(name: str, device: torch.device, rounds: int, momentum: float
                  x_limit=t / times['limit']) for m, t in times.items()]
 
 
+def back_to_back_us(fn: Callable[[], None], device: torch.device, calls: int = 200) -> float:
+    """Microseconds per call of ``fn`` queued ``calls`` times between two synchronisations."""
+    fn()
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize(device)
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def gpu_steps(name: str, device: torch.device, momentum: float = 0.0002) -> str:
+    """The native plan's step, back to back and replayed from a CUDA graph, in microseconds."""
+    shapes, dtype = WORKLOADS[name]
+    ema = [torch.randn(s, device=device) for s in shapes()]
+    src = [torch.randn(s, device=device).to(dtype) for s in shapes()]
+    plan = EMAPlan(ema, src, rule='ema', momentum=momentum, backend='native')
+    steps = torch.ones((), dtype=torch.long, device=device)
+    eager = back_to_back_us(lambda: plan.step(steps), device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.step(steps)
+    replayed = back_to_back_us(graph.replay, device)
+    return f'  native step, 200 back to back: {eager:.1f} us each; replayed from a CUDA graph: {replayed:.1f} us each'
+
+
 def ratios(rows: List[dict]) -> str:
     """The must-show line under a table: fallback vs loop, and the per-tensor ratio."""
     ms = {r['method']: r['ms'] for r in rows}
@@ -88,6 +118,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
             print_table(f"{name}: {r['tensors']} tensors, {r['values'] / 1e6:.1f} M values, median of {rounds}",
                         result, baseline='loop')
             print(ratios(result))
+            if device.type == 'cuda' and any(row['method'] == 'native' for row in result):
+                print(gpu_steps(name, device))
     if args.json:
         print(json.dumps(rows, indent=1))
     return rows

@@ -6,8 +6,8 @@ hard dependency. The decision, in order:
 1. ``MINIMM_NO_EXT=1``: use the PyTorch fallback (the ``*_ref`` twins), no warning.
 2. A module prebuilt by ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
 3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
-   ``<repo>/.torch_extensions`` (git-ignored) for a checkout, else ``TORCH_EXTENSIONS_DIR`` or
-   torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
+   ``TORCH_EXTENSIONS_DIR`` when set, else ``<repo>/.torch_extensions`` (git-ignored) for a
+   checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
 4. Anything failing (no sources, no ninja, no compiler, build error): the fallback, with one
    warning naming the reason. ``MINIMM_REQUIRE_EXT=1`` turns that into an error (for GPU checks).
 
@@ -92,12 +92,12 @@ def _cuda_toolkit() -> Optional[str]:
 
 
 def _build_directory(name: str) -> str:
-    """``<repo>/.torch_extensions/<name>`` in a checkout (git-ignored), else under
-    ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``."""
-    if os.path.exists(os.path.join(REPO_DIR, '.git')):
-        root = os.path.join(REPO_DIR, '.torch_extensions')
-    else:
-        root = os.environ.get('TORCH_EXTENSIONS_DIR') or os.path.expanduser('~/.cache/torch_extensions')
+    """``TORCH_EXTENSIONS_DIR/<name>`` when that is set, else ``<repo>/.torch_extensions/<name>``
+    in a checkout (git-ignored), else ``~/.cache/torch_extensions/<name>``."""
+    root = os.environ.get('TORCH_EXTENSIONS_DIR')
+    if root is None:
+        checkout = os.path.exists(os.path.join(REPO_DIR, '.git'))
+        root = os.path.join(REPO_DIR, '.torch_extensions') if checkout else os.path.expanduser('~/.cache/torch_extensions')
     path = os.path.join(root, name)
     os.makedirs(path, exist_ok=True)
     return path
