@@ -151,18 +151,25 @@ def test_device_mismatches_are_value_errors_before_any_kernel():
         plan.step(torch.tensor(0))
 
 
-def test_a_refresh_after_a_capture_warns_and_the_graph_keeps_its_memory():
-    """A re-pointed tensor: refresh() rebuilds and warns that the graph must be captured again
-    (not an error, and only for a rebuild after a capture); the old graph keeps writing the memory
-    it captured, which the plan keeps alive; eager steps follow the new tensor."""
-    src = torch.nn.Parameter(torch.ones(4, device=CUDA))
-    ema = torch.zeros(4, device=CUDA)
+def captured_plan(src):
+    """A plan averaging `src` into zeros with momentum 0.5, one eager step done (steps 1 -> 2),
+    then one step captured in the returned graph."""
+    ema = torch.zeros_like(src)
     plan = EMAPlan([ema], [src], rule='ema', momentum=0.5)
     steps = torch.ones((), dtype=torch.long, device=CUDA)
     plan.step(steps)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         plan.step(steps)
+    return plan, ema, steps, graph
+
+
+def test_a_refresh_after_a_capture_warns_and_the_graph_keeps_its_memory():
+    """A re-pointed tensor: refresh() rebuilds and warns that the graph must be captured again
+    (not an error, and only for a rebuild after a capture); the old graph keeps writing the memory
+    it captured, which the plan keeps alive; eager steps follow the new tensor."""
+    src = torch.nn.Parameter(torch.ones(4, device=CUDA))
+    plan, ema, steps, graph = captured_plan(src)
     with torch.cuda.graph(torch.cuda.CUDAGraph()):  # a second capture of the same table
         plan.step(steps)
     graph.replay()
@@ -178,13 +185,7 @@ def test_a_refresh_after_a_capture_warns_and_the_graph_keeps_its_memory():
 def test_a_captured_counter_stays_alive():
     """The counter's memory is kept by the plan once a step was captured: a replay after the
     caller dropped it never writes into a tensor allocated later."""
-    ema, src = torch.zeros(4, device=CUDA), torch.ones(4, device=CUDA)
-    plan = EMAPlan([ema], [src], rule='ema', momentum=0.5)
-    steps = torch.ones((), dtype=torch.long, device=CUDA)
-    plan.step(steps)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        plan.step(steps)
+    plan, ema, steps, graph = captured_plan(torch.ones(4, device=CUDA))
     del steps
     later = [torch.zeros((), dtype=torch.long, device=CUDA) for _ in range(8)]
     for _ in range(3):
