@@ -113,13 +113,6 @@ def check_no_overlap(name: str, dst: Sequence[Tensor]) -> None:
                              'memory (the same tensor twice, or overlapping views); list each tensor once')
 
 
-def _lerp(dst: List[Tensor], src: List[Tensor], weight: Union[float, Tensor]) -> None:
-    if isinstance(weight, Tensor) and weight.device.type != 'cpu':  # read on the device, no host sync
-        torch._foreach_lerp_(dst, src, [weight.to(t.dtype) for t in dst])
-    else:
-        torch._foreach_lerp_(dst, src, float(weight))
-
-
 class _Pairs:
     """(destination, source) pairs sorted once into what one ``_foreach_*`` call per kind takes:
     floating pairs of one dtype per dtype, mixed floating pairs, and the other (copied) pairs."""
@@ -146,16 +139,16 @@ class _Pairs:
 
     def average(self, weight: Union[float, Tensor]) -> None:
         """MMEngine's ``lerp_`` for floating pairs, a copy for the others."""
-        for d, s in self.same.values():
-            _lerp(d, s, weight)
-        # Mixed pairs: the source converted first (lerp_ takes one dtype); an fp32 EMA of a bf16
-        # source, the usual case, in one call.
-        wide = [(d, s) for d, s in self.mixed if d.dtype == _accumulate_dtype(d.dtype)]
-        if wide:
-            _lerp([d for d, _ in wide], [s.to(d.dtype) for d, s in wide], weight)
+        for dtype, (d, s) in self.same.items():
+            if isinstance(weight, Tensor) and weight.device.type != 'cpu':  # read on the device
+                torch._foreach_lerp_(d, s, [weight.to(dtype)] * len(d))
+            else:
+                torch._foreach_lerp_(d, s, float(weight))
         for d, s in self.mixed:
             acc = _accumulate_dtype(d.dtype)
-            if d.dtype != acc:
+            if d.dtype == acc:
+                d.lerp_(s.to(acc), weight)
+            else:
                 d.copy_(d.to(acc).lerp_(s.to(acc), weight))
         if self.copied[0]:
             torch._foreach_copy_(*self.copied)
