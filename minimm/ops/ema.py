@@ -144,12 +144,15 @@ class _Pairs:
                 torch._foreach_lerp_(d, s, [weight.to(dtype)] * len(d))
             else:
                 torch._foreach_lerp_(d, s, float(weight))
+        # Mixed pairs one by one, as MMEngine's loop would have to: each converted source is a
+        # temporary that stays in cache (converting them all first, for one call, would not).
         for d, s in self.mixed:
             acc = _accumulate_dtype(d.dtype)
+            w = weight.to(acc) if isinstance(weight, Tensor) else weight
             if d.dtype == acc:
-                d.lerp_(s.to(acc), weight)
+                d.lerp_(s.to(acc), w)
             else:
-                d.copy_(d.to(acc).lerp_(s.to(acc), weight))
+                d.copy_(d.to(acc).lerp_(s.to(acc), w))
         if self.copied[0]:
             torch._foreach_copy_(*self.copied)
 
