@@ -327,11 +327,13 @@ def test_a_plan_rejects_overlapping_views_and_keeps_one_of_two_names(backend):
     (lambda p: p.view(torch.int32), 'dtypes'),           # same storage, offset and numel; dtype differs
 ])
 def test_the_native_plan_sees_a_repointing_that_keeps_the_storage(native, repoint, message):
-    """The staleness key includes dtype and strides: a view of the same memory is seen, checked,
-    and refused when the pair no longer fits (before: silently averaged as the old layout)."""
+    """The C++ staleness key includes dtype and strides: a view of the same memory is seen by the
+    native class's own refresh(), checked, and refused when the pair no longer fits (with a key of
+    storage, offset and numel it went unseen and was averaged as the old layout)."""
     src = torch.arange(9.0).view(3, 3)
-    plan = EMAPlan([torch.zeros(3, 3)], [src], backend='native')
+    plan = torch.classes.minimm.EMAPlan([torch.zeros(3, 3)], [src], [], [], 1, 0.5, 1.0, 1)
     plan.step(torch.tensor(0))
+    assert not plan.refresh()
     src.data = repoint(src.data)
     with pytest.raises(ValueError, match=message):
         plan.refresh()
