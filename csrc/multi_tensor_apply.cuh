@@ -1,149 +1,132 @@
-// Multi-tensor apply, the part every CUDA kernel of minimm shares: the launch table that travels
-// in a kernel's arguments, the walk of a block over its units (for_each_vector), and the host
-// side that cuts lists of tensors into launches. Included by cuda_kernels.cu only.
+// Multi-tensor apply, the part every CUDA kernel of minimm shares: one launch for any number of
+// tensors. Included by ema_kernel.cu and pack_kernel.cu only.
 //
-// The host lays the tensors of a launch back to back in an index space of "units" (elements;
-// bytes for byte copies), each tensor starting at a multiple of the kernel's vector width N (16
-// bytes of the wider dtype of a pair, kAlignBytes), and passes their pointers and end offsets in
-// the kernel's arguments: a LaunchTable filling the classic 4 KB of kernel-argument space, so no
-// host-to-device copy. Block b takes units [b, b + 1) * kBlockVectors * N whatever tensors they
-// belong to, and thread k of it vectors k, k + kThreads, ...: no thread idles while its block has
-// work, however small the tensors. ResNet-50's 161 tensors fit one launch; 2,000 tensors take 13.
+// The host builds a Table (table.h: one row per tensor, chunks of 16 KB) and copies it once into
+// device memory behind a completion counter: [counter, 16 bytes][rows][chunks]. A launch passes
+// that one pointer, so the table has no size limit and a plan's step copies nothing. The grid
+// is sized to fill the GPU (enough blocks for every SM, no more than there are chunks), and
+// block b takes chunks b, b + gridDim.x, ...: 2,000 small tensors and one 100 MB tensor each take
+// one launch. In a chunk, thread k loads vectors k, k + 256, k + 512, k + 768 of both sides
+// before it computes any of them (16 bytes each, of the wider dtype of a pair), then stores them.
+// A chunk whose start is not aligned for such vectors on both sides runs element by element.
 #pragma once
 
+#include <ATen/ATen.h>
+#include <cuda_runtime.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <algorithm>
-#include <utility>
-#include <vector>
+#include <cstring>
+#include <type_traits>
 
-#include "minimm_ops.h"
+#include "table.h"
 
 namespace minimm {
 
 constexpr int kThreads = 256;
 constexpr int kVectorsPerThread = 4;
-constexpr int64_t kBlockVectors = kThreads * kVectorsPerThread;  // a block's share, in vectors
-constexpr int kMaxTensors = 160;
-
-// Tensor i covers units [align_up(end[i - 1], width), end[i]) of the launch (end[-1] = 0); the
-// ends strictly increase (empty tensors get no entry).
-struct LaunchTable {
-  void* dst[kMaxTensors];
-  const void* src[kMaxTensors];
-  int64_t end[kMaxTensors];
-  int count;
-};
-// Kernel arguments: the table, the WeightSource, the mode and the scale, within 4 KB.
-static_assert(sizeof(LaunchTable) + sizeof(WeightSource) + sizeof(int) + sizeof(double) + 16 <= 4096,
-              "the launch table must fit the 4 KB kernel-argument space");
-
-// Units per vector: 16 bytes of the wider side of a pair.
-template <typename E, typename S>
-C10_HOST_DEVICE constexpr int vector_width() {
-  return static_cast<int>(kAlignBytes / (sizeof(E) > sizeof(S) ? sizeof(E) : sizeof(S)));
-}
+constexpr int64_t kHeaderBytes = 16;  // the completion counter, padded to 16 bytes
+static_assert(kThreads * kVectorsPerThread * 16 == kChunkBytes, "a chunk is one block's vectors, 16 bytes each");
+static_assert(sizeof(Row) % 16 == 0 && sizeof(Chunk) == 16, "rows and chunks keep 16-byte alignment");
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {
   T x[N];
 };
 
+// Elements per vector: 16 bytes of the wider side of a pair.
+template <typename E, typename S>
+constexpr int vector_width() {
+  return static_cast<int>(16 / (sizeof(E) > sizeof(S) ? sizeof(E) : sizeof(S)));
+}
+
 template <typename T, int N>
 __device__ inline bool vector_aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * N) == 0;
 }
 
-__device__ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-// The first tensor whose range ends after unit u (binary search over the ends).
-__device__ inline int tensor_at(const LaunchTable& t, int64_t u) {
-  int lo = 0, hi = t.count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (t.end[mid] > u) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
+__device__ inline const Row* table_rows(const unsigned char* table) {
+  return reinterpret_cast<const Row*>(table + kHeaderBytes);
 }
 
-// Calls fn(tensor, first, n) for each vector of this block's units: the n (<= N, fewer only at a
-// tensor's end) units of tensor `tensor` starting at `first`, a multiple of N. Thread k takes
-// vectors k, k + kThreads, ... of the block, so no thread idles while the block has work.
-template <int N, typename Fn>
-__device__ inline void for_each_vector(const LaunchTable& t, Fn fn) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kBlockVectors * N;
-  const int64_t last = min64(first + kBlockVectors * N, t.end[t.count - 1]);
-  int i = tensor_at(t, first);
-  for (int64_t u = first + static_cast<int64_t>(threadIdx.x) * N; u < last; u += static_cast<int64_t>(kThreads) * N) {
-    while (t.end[i] <= u) ++i;  // stops: u < last <= end[count - 1]
-    const int64_t begin = i == 0 ? 0 : align_up(t.end[i - 1], N);
-    if (u < begin) continue;  // padding between tensor i - 1 and tensor i
-    fn(i, u - begin, min64(N, t.end[i] - u));
+__device__ inline const Chunk* table_chunks(const unsigned char* table, int32_t rows) {
+  return reinterpret_cast<const Chunk*>(table + kHeaderBytes + rows * static_cast<int64_t>(sizeof(Row)));
+}
+
+// Called by every thread of every block at the end of a launch that owns a counter: the last
+// block to finish increments *steps (every block read it before it finished) and resets the
+// completion counter for the next launch or graph replay.
+__device__ inline void last_block_increments(unsigned char* table, int64_t* steps) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  unsigned int* done = reinterpret_cast<unsigned int*>(table);
+  if (atomicAdd(done, 1u) == gridDim.x - 1) {
+    *steps += 1;
+    *done = 0;
+    __threadfence();
   }
 }
 
-// A kernel: the launch table, the weight source, a mode, a scale (each kernel uses what it needs).
-using KernelFn = void (*)(LaunchTable, WeightSource, int, double);
-
-struct Row {
-  void* dst;
-  const void* src;
-  int64_t units;
-  KernelFn kernel;
-  int mode;
-  int width;  // the kernel's vector width in units
-};
-
-struct Launch {
-  KernelFn kernel;
-  int mode;
-  int64_t blocks;
-  LaunchTable table;
-};
-
-// Rows sharing a kernel and mode go into the same tables, in first-seen order.
-inline std::vector<Launch> build_launches(const std::vector<Row>& rows) {
-  std::vector<std::pair<KernelFn, int>> keys;
-  for (const Row& r : rows)
-    if (std::find(keys.begin(), keys.end(), std::make_pair(r.kernel, r.mode)) == keys.end())
-      keys.emplace_back(r.kernel, r.mode);
-  std::vector<Launch> launches;
-  for (const auto& key : keys) {
-    Launch cur{key.first, key.second, 0, {}};
-    cur.table.count = 0;
-    int64_t end = 0, block_units = 1;
-    auto flush = [&] {
-      if (cur.table.count > 0) {
-        cur.blocks = (end + block_units - 1) / block_units;
-        launches.push_back(cur);
-      }
-      cur.table.count = 0;
-      end = 0;
-    };
-    for (const Row& r : rows) {
-      if (r.kernel != key.first || r.mode != key.second || r.units == 0) continue;
-      if (cur.table.count == kMaxTensors) flush();
-      const int c = cur.table.count++;
-      end = align_up(end, r.width) + r.units;
-      cur.table.dst[c] = r.dst;
-      cur.table.src[c] = r.src;
-      cur.table.end[c] = end;
-      block_units = kBlockVectors * r.width;
-    }
-    flush();
+// Copies n bytes in words of W bytes (both pointers aligned to W), then the tail bytes.
+template <typename W>
+__device__ inline void copy_words(char* __restrict__ dst, const char* __restrict__ src, int n) {
+  const int words = n / static_cast<int>(sizeof(W));
+  W* d = reinterpret_cast<W*>(dst);
+  const W* s = reinterpret_cast<const W*>(src);
+  for (int base = threadIdx.x; base < words; base += kThreads * kVectorsPerThread) {
+    W v[kVectorsPerThread];
+#pragma unroll
+    for (int k = 0; k < kVectorsPerThread; ++k)
+      if (base + k * kThreads < words) v[k] = s[base + k * kThreads];
+#pragma unroll
+    for (int k = 0; k < kVectorsPerThread; ++k)
+      if (base + k * kThreads < words) d[base + k * kThreads] = v[k];
   }
-  return launches;
+  for (int j = words * static_cast<int>(sizeof(W)) + threadIdx.x; j < n; j += kThreads) dst[j] = src[j];
 }
 
-inline void run_launches(const std::vector<Launch>& launches, const WeightSource& w, double scale) {
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  for (const Launch& l : launches) {
-    TORCH_CHECK(l.blocks <= 0x7fffffff, "minimm: a launch of ", l.blocks, " blocks is too large");
-    l.kernel<<<static_cast<unsigned int>(l.blocks), kThreads, 0, stream>>>(l.table, w, l.mode, scale);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
+// A byte copy at the widest width both addresses allow (16, 8, 4, 2 or 1 bytes).
+__device__ inline void copy_bytes(char* dst, const char* src, int n) {
+  const uintptr_t both = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
+  if (both % 16 == 0) copy_words<uint4>(dst, src, n);
+  else if (both % 8 == 0) copy_words<uint2>(dst, src, n);
+  else if (both % 4 == 0) copy_words<unsigned int>(dst, src, n);
+  else if (both % 2 == 0) copy_words<unsigned short>(dst, src, n);
+  else copy_words<char>(dst, src, n);
+}
+
+// Host side: copy `table` into device memory (once per build) through pinned memory, on the
+// current stream and without waiting for it. Not allowed while the stream is being captured: the
+// graph would keep reading the pinned buffer, which is reused once the copy has run.
+inline void upload(Table& table, const at::Device& device, bool capturing, const char* op) {
+  TORCH_CHECK(!capturing, op, ": the first call (or the first after a tensor moved) copies its table to the GPU "
+              "and cannot be captured in a CUDA graph; call it once before capturing");
+  const int64_t row_bytes = table.rows.size() * sizeof(Row), chunk_bytes = table.chunks.size() * sizeof(Chunk);
+  at::Tensor host = at::empty({kHeaderBytes + row_bytes + chunk_bytes},
+                              at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  unsigned char* p = host.data_ptr<unsigned char>();
+  std::memset(p, 0, kHeaderBytes);
+  if (row_bytes) std::memcpy(p + kHeaderBytes, table.rows.data(), row_bytes);
+  if (chunk_bytes) std::memcpy(p + kHeaderBytes + row_bytes, table.chunks.data(), chunk_bytes);
+  table.device = at::empty({host.numel()}, at::TensorOptions().dtype(at::kByte).device(device));
+  table.device.copy_(host, /*non_blocking=*/true);
+}
+
+inline bool stream_is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Enough blocks to fill every SM (2,048 resident threads each), and never more than the chunks;
+// at least one, so that a launch with a counter but no chunks still increments it.
+inline unsigned int grid_for(const Table& table) {
+  int device = 0, sms = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t fill = static_cast<int64_t>(sms) * (2048 / kThreads);
+  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(fill, table.chunks.size())));
 }
 
 }  // namespace minimm

@@ -19,5 +19,7 @@ test -n "$so" || { echo "compile_cuda.sh: no extension was produced" >&2; exit 1
 readelf -S "$so" | grep -q nv_fatbin || { echo "compile_cuda.sh: $so holds no CUDA code (no .nv_fatbin)" >&2; exit 1; }
 # Loading needs no GPU and runs the op and class registration, so a registration bug fails here too.
 "$PYTHON" -c "import sys, torch; torch.ops.load_library(sys.argv[1])
-assert torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_plan_step', 'CUDA'), 'no CUDA kernels registered'" "$so"
+for op in ('minimm::ema_update_', 'minimm::pack', 'minimm::unpack_'):
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, 'CUDA'), f'no CUDA kernel registered for {op}'
+assert torch.classes.minimm.EMAPlan and torch.classes.minimm.PackPlan" "$so"
 echo "compile_cuda.sh: CUDA build OK in $(( $(date +%s) - start )) s ($(basename "$so"))"

@@ -13,6 +13,7 @@ import torch
 import minimm.model.averaged_model as averaged_model
 from minimm.hooks import EMAHook, Hook
 from minimm.ops import EMAPlan, backend_info
+from test_ops_ema import assert_within_fallback_bound, magnitude
 from toy import ToyMetric, WeightRecorder, toy_loader, toy_runner
 
 pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
@@ -77,8 +78,8 @@ def test_native_and_reference_give_the_same_ema(tmp_path, monkeypatch):
         monkeypatch.setattr(averaged_model, 'EMAPlan', functools.partial(EMAPlan, backend=backend))
         runner, _ = train(tmp_path / backend, dict(momentum=0.1, update_buffers=True))
         results[backend] = ema_of(runner).state_dict()
-    for key, value in results['native'].items():
-        assert torch.equal(value, results['ref'][key]), key
+    for key, value in results['native'].items():  # the bound minimm/ops/ema.py states, per update
+        assert_within_fallback_bound(value, results['ref'][key], magnitude(value) + 1, updates=20)
 
 
 class SwapRecorder(Hook):

@@ -40,22 +40,26 @@ def no_prebuilt(monkeypatch):
     monkeypatch.setenv('CXX', '/nonexistent/c++')
 
 
-def test_a_failed_build_falls_back_with_one_warning_naming_the_reason(no_prebuilt, monkeypatch):
-    monkeypatch.delenv('MINIMM_REQUIRE_EXT', raising=False)
+def test_the_policy_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv('MINIMM_NO_EXT', '1')
+    monkeypatch.setenv('MINIMM_REQUIRE_EXT', '0')
+    assert loader.Policy.from_env() == loader.Policy(disabled=True, required=False)
+    assert loader._decide(loader.Policy.from_env()).reasons == {'cpu': 'MINIMM_NO_EXT=1', 'cuda': 'MINIMM_NO_EXT=1'}
+
+
+def test_a_failed_build_falls_back_with_one_warning_naming_the_reason(no_prebuilt):
     with pytest.warns(UserWarning, match='no C\\+\\+ compiler found'):
-        decision = loader._decide()
+        decision = loader._decide(loader.Policy(disabled=False, required=False))
     assert decision.devices == {'cpu': 'fallback', 'cuda': 'fallback'}
     assert 'no C++ compiler found' in decision.reasons['cpu']
 
 
-def test_require_ext_turns_a_failed_build_into_an_error(no_prebuilt, monkeypatch):
-    monkeypatch.setenv('MINIMM_REQUIRE_EXT', '1')
+def test_require_ext_turns_a_failed_build_into_an_error(no_prebuilt):
     with pytest.raises(RuntimeError, match='MINIMM_REQUIRE_EXT=1 .*no C\\+\\+ compiler found'):
-        loader._decide()
+        loader._decide(loader.Policy(disabled=False, required=True))
 
 
 def test_missing_sources_fall_back(no_prebuilt, monkeypatch, tmp_path):
-    monkeypatch.delenv('MINIMM_REQUIRE_EXT', raising=False)
     monkeypatch.setattr(loader, 'CSRC_DIR', str(tmp_path))
     with pytest.warns(UserWarning, match='sources are not in'):
-        assert loader._decide().devices['cpu'] == 'fallback'
+        assert loader._decide(loader.Policy(disabled=False, required=False)).devices['cpu'] == 'fallback'

@@ -18,26 +18,33 @@ MMEngine 0.10's ``BaseAveragedModel`` and its subclasses:
 
 Differences from MMEngine, on purpose:
 
-* The step is not a Python loop over tensors: the built-in rules run as one
-  :class:`minimm.ops.EMAPlan` call (native C++/CUDA when available, else its PyTorch twin,
-  with bit-identical results). A subclass that overrides ``avg_func`` gets MMEngine's per-tensor
-  loop instead, so custom rules keep working. :attr:`backend` and :meth:`describe` say which
+* ``update_parameters`` is MMEngine's per-tensor loop calling ``avg_func``, with one fork before
+  it: when the class's ``avg_func`` is one of the three built-in ones (``PLAN_RULES``), the whole
+  step runs as one :class:`minimm.ops.EMAPlan` call instead (native C++/CUDA when available, else
+  its PyTorch fallback, which is MMEngine's ``lerp_``). A subclass that overrides ``avg_func``
+  gets the loop, so custom rules keep working. :attr:`backend` and :meth:`describe` say which
   path runs (EMAHook logs it).
+* The plan follows the models as MMEngine's loop does, which reads ``named_parameters()`` /
+  ``state_dict()`` at every update, without reading them at every update: a tensor or module
+  assigned to a module attribute anywhere in the process (``bn.running_mean = t``, as PreciseBN
+  hooks do; ``register_buffer``; ``load_state_dict(assign=True)``) is counted by torch's global
+  registration hooks, and the next update then re-reads both models' entries and refreshes the
+  plan (:meth:`minimm.ops.EMAPlan.refresh`); so does a conversion of the averaged model
+  (``ema.to()``, ``ema.half()``). Not seen until one of those happens: ``param.data = x`` alone, a
+  tensor put into ``module._buffers`` directly, and a conversion of the *source* model alone
+  (build the averaged model after moving the model, as EMAHook does in ``before_run``).
 * A tensor with two names (tied weights, listed twice by ``state_dict()``) is averaged once;
   MMEngine averages it once per name.
 * Integer buffers (BatchNorm's ``num_batches_tracked``) with ``update_buffers=True`` are *copied*
   on every averaging call; MMEngine copies them on the first call and then silently freezes them.
-* The arithmetic is ``avg + m * (src - avg)`` with three roundings instead of ``lerp_``: equal to
-  MMEngine up to the last bit of each update.
+* The native kernels compute ``avg + m * (src - avg)`` with three roundings instead of ``lerp_``:
+  equal to MMEngine up to a few units in the last place of each update (see minimm/ops/ema.py).
 
 Left out: nothing of the public API; the averaged copy is kept as ordinary tensors (no flat
-buffer), so ``load_state_dict`` copies into them in place as usual. The plan follows
-``param.data = ...`` on either model and any conversion of the averaged model (``.to()``,
-``.half()``); converting the *source* model's buffers after the first update (``model.half()``
-replaces buffer objects) is not seen: build the averaged model after moving the model, as
-EMAHook does in ``before_run``.
+buffer), so ``load_state_dict`` copies into them in place as usual.
 """
 import itertools
+import operator
 import warnings
 import weakref
 from copy import deepcopy
@@ -48,10 +55,29 @@ from torch import Tensor, nn
 
 from minimm.ops import EMAPlan, averaging_weight, backend_info, ema_update_ref
 from minimm.ops.aliases import first_names
-from minimm.ops.ema import copy_ref
 from minimm.registry import MODELS
 
 DEFAULT_MOMENTUM = 0.0002
+
+# How many tensors and modules have been assigned to module attributes in this process (torch's
+# global registration hooks count them, from the first averaged model on): a plan built at another
+# count re-reads the models' entries before its next step.
+_assignments = 0
+_assignment_hooks = []
+
+
+def _count_assignment(module: nn.Module, name: str, value) -> None:
+    global _assignments
+    _assignments += 1
+
+
+def _watch_assignments() -> None:
+    if not _assignment_hooks:
+        from torch.nn.modules import module as module_hooks
+        _assignment_hooks.extend(register(_count_assignment) for register in (
+            module_hooks.register_module_parameter_registration_hook,
+            module_hooks.register_module_buffer_registration_hook,
+            module_hooks.register_module_module_registration_hook))
 
 
 class BaseAveragedModel(nn.Module):
@@ -63,10 +89,6 @@ class BaseAveragedModel(nn.Module):
         device: where the averaged copy lives (default: where ``model`` is).
         update_buffers: average the buffers too (else they are mirrored on every call).
     """
-
-    #: The :func:`minimm.ops.averaging_weight` rule that the class's ``avg_func`` implements;
-    #: set next to ``avg_func`` so that overriding ``avg_func`` alone turns the plan off.
-    plan_rule: Optional[str] = None
 
     def __init__(self, model: nn.Module, interval: int = 1, device: Optional[torch.device] = None,
                  update_buffers: bool = False) -> None:
@@ -84,7 +106,10 @@ class BaseAveragedModel(nn.Module):
         self.update_buffers = update_buffers
         self._plan: Optional[EMAPlan] = None
         self._plan_source = None
+        self._plan_inputs = None
+        self._plan_count = -1
         self._loop_reason: Optional[str] = None
+        _watch_assignments()
 
     @property
     def avg_parameters(self) -> Dict[str, Tensor]:
@@ -115,7 +140,7 @@ class BaseAveragedModel(nn.Module):
         # The plan holds native objects and a weak reference to the source model; it is rebuilt
         # on the next update, so copies and pickles of the averaged model simply drop it.
         state = self.__dict__.copy()
-        state['_plan'] = state['_plan_source'] = None
+        state['_plan'] = state['_plan_source'] = state['_plan_inputs'] = None
         return state
 
     def _apply(self, fn, *args, **kwargs):
@@ -132,17 +157,46 @@ class BaseAveragedModel(nn.Module):
                              f'{type(self).__name__} was built from)')
         return src
 
-    def _plan_for(self, model: nn.Module) -> Optional[EMAPlan]:
-        """The plan averaging ``model`` into ``self.module``, built on first use and rebuilt for
-        another model or after a conversion; None (with ``_loop_reason`` set) when the per-tensor
-        loop must run instead."""
-        rule = next((cls.__dict__.get('plan_rule') for cls in type(self).__mro__ if 'avg_func' in cls.__dict__),
-                    None)
+    @torch.no_grad()
+    def update_parameters(self, model: nn.Module) -> None:
+        """One averaging step from ``model`` (see the module docstring for what each call does)."""
+        rule = PLAN_RULES.get(type(self).avg_func)
+        if rule is not None and self._plan_step(model, rule):
+            return
         if rule is None:
             self._loop_reason = f'{type(self).__name__} overrides avg_func'
-            return None
-        if self._plan is not None and self._plan_source() is model:
-            return self._plan
+        # MMEngine's loop, for a custom avg_func and for averaged copies on another device.
+        averaged = self.avg_parameters
+        src_parameters = self._source_entries(model, averaged)
+        steps = int(self.steps)
+        for name, p_avg in averaged.items():
+            source = src_parameters[name].detach().to(p_avg.device)
+            if steps == 0 or (steps % self.interval == 0 and not p_avg.is_floating_point()):
+                p_avg.copy_(source)
+            elif steps % self.interval == 0:
+                self.avg_func(p_avg, source, self.steps)
+        if not self.update_buffers:
+            for b_avg, b_src in zip(self.module.buffers(), model.buffers()):
+                b_avg.copy_(b_src.detach().to(b_avg.device))
+        self.steps += 1
+
+    def _plan_step(self, model: nn.Module, rule: str) -> bool:
+        """One step of the plan for ``model``; False when the loop must run instead. The models'
+        entries are read again (and the plan rebuilt or refreshed) for another model, after a
+        conversion of the averaged model, and when tensors or modules were assigned to module
+        attributes since the last look: the step itself does no per-tensor work."""
+        plan = self._plan
+        if plan is None or self._plan_source() is not model or self._plan_count != _assignments:
+            plan = self._plan_for(model, rule)
+            if plan is None:
+                return False
+        plan.step(self.steps)
+        return True
+
+    def _plan_for(self, model: nn.Module, rule: str) -> Optional[EMAPlan]:
+        """The plan averaging ``model``'s current entries into ``self.module``'s; the current
+        plan when they are the same tensors, else a new one. None (with ``_loop_reason`` set)
+        when the loop must run instead."""
         averaged = self.avg_parameters
         src = self._source_entries(model, averaged)
         ema, source = list(averaged.values()), [src[name] for name in averaged]
@@ -153,16 +207,22 @@ class BaseAveragedModel(nn.Module):
             self._plan, self._loop_reason = None, (f'tensors on {sorted(devices)} and the averaged copy\'s '
                                                    f'counter on {self.steps.device}')
             return None
-        self._plan = EMAPlan(ema, source, mirror_ema, mirror_src, rule=rule, momentum=getattr(self, 'momentum', 0.0),
-                             gamma=float(getattr(self, 'gamma', 100.0)), interval=self.interval)
-        self._plan_source = weakref.ref(model)
+        inputs = (ema, source, mirror_ema, mirror_src)
+        if self._plan is None or self._plan_source() is not model or not _same_tensors(self._plan_inputs, inputs):
+            self._plan_inputs = inputs
+            self._plan = EMAPlan(ema, source, mirror_ema, mirror_src, rule=rule, momentum=getattr(self, 'momentum', 0.0),
+                                 gamma=float(getattr(self, 'gamma', 100.0)), interval=self.interval)
+            self._plan_source = weakref.ref(model)
+        else:
+            self._plan.refresh()
+        self._plan_count = _assignments
         self._loop_reason = None
         return self._plan
 
     @property
     def backend(self) -> Optional[str]:
         """How the last update ran (or :meth:`describe` would run one): ``'native'`` (the fused
-        C++/CUDA plan), ``'ref'`` (the plan's PyTorch twin), ``'loop'`` (MMEngine's per-tensor
+        C++/CUDA plan), ``'ref'`` (the plan's PyTorch fallback), ``'loop'`` (MMEngine's per-tensor
         loop); None before either was called."""
         if self._plan is not None:
             return self._plan.backend
@@ -171,7 +231,10 @@ class BaseAveragedModel(nn.Module):
     def describe(self, model: nn.Module) -> str:
         """One line saying how :meth:`update_parameters` averages ``model``, e.g.
         ``fused native plan on cuda:0, 161 tensors (25.6 M values)``, or why it falls back."""
-        plan = self._plan_for(model)
+        rule = PLAN_RULES.get(type(self).avg_func)
+        if rule is None:
+            self._loop_reason = f'{type(self).__name__} overrides avg_func'
+        plan = None if rule is None else self._plan_for(model, rule)
         if plan is None:
             return f'per-tensor loop ({self._loop_reason})'
         values = sum(t.numel() for t in plan.ema + plan.mirror_ema)
@@ -182,27 +245,10 @@ class BaseAveragedModel(nn.Module):
         reason = "backend='ref' was asked for" if info['backend'] == 'native' else info['reason']
         return f'PyTorch plan (torch._foreach_*) {where}; native kernels not used: {reason}'
 
-    @torch.no_grad()
-    def update_parameters(self, model: nn.Module) -> None:
-        """One averaging step from ``model`` (see the module docstring for what each call does)."""
-        plan = self._plan_for(model)
-        if plan is not None:
-            plan.step(self.steps)
-            return
-        # MMEngine's per-tensor loop, for custom avg_func and averaged copies on another device.
-        entries = self.avg_parameters
-        src = self._source_entries(model, entries)
-        steps = int(self.steps)
-        for name, averaged in entries.items():
-            source = src[name].detach().to(averaged.device)
-            if steps == 0 or (steps % self.interval == 0 and not averaged.is_floating_point()):
-                copy_ref([averaged], [source])
-            elif steps % self.interval == 0:
-                self.avg_func(averaged, source, self.steps)
-        if not self.update_buffers:
-            for averaged, source in zip(self.module.buffers(), model.buffers()):
-                averaged.copy_(source.detach().to(averaged.device))
-        self.steps += 1
+
+def _same_tensors(lists_a, lists_b) -> bool:
+    """Whether two groups of tensor lists hold the same objects, in the same order."""
+    return all(len(a) == len(b) and all(map(operator.is_, a, b)) for a, b in zip(lists_a, lists_b))
 
 
 def _check_momentum(momentum: Optional[float], decay: Optional[float]) -> float:
@@ -234,8 +280,6 @@ class ExponentialMovingAverage(BaseAveragedModel):
         decay: timm/torch-style alias, ``momentum = 1 - decay``; give one of the two.
     """
 
-    plan_rule = 'ema'
-
     def __init__(self, model: nn.Module, momentum: Optional[float] = None, interval: int = 1,
                  device: Optional[torch.device] = None, update_buffers: bool = False, *,
                  decay: Optional[float] = None) -> None:
@@ -258,8 +302,6 @@ class MomentumAnnealingEMA(ExponentialMovingAverage):
         gamma: the annealing horizon (> 0); see :class:`ExponentialMovingAverage` for the rest.
     """
 
-    plan_rule = 'anneal'
-
     def __init__(self, model: nn.Module, momentum: Optional[float] = None, gamma: int = 100, interval: int = 1,
                  device: Optional[torch.device] = None, update_buffers: bool = False, *,
                  decay: Optional[float] = None) -> None:
@@ -278,8 +320,15 @@ class StochasticWeightAverage(BaseAveragedModel):
     """The running arithmetic mean of the weights seen at the averaging calls:
     ``avg += (src - avg) / (steps // interval + 1)``; with inputs 1, 2, 3, 6 it gives 1, 1.5, 2, 3."""
 
-    plan_rule = 'swa'
-
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
         weight = averaging_weight('swa', int(steps), interval=self.interval)
         ema_update_ref([averaged_param], [source_param], weight)
+
+
+# The fork in update_parameters: a class whose avg_func is one of these runs the fused plan with
+# that rule (minimm.ops.averaging_weight); any other avg_func runs MMEngine's loop.
+PLAN_RULES = {
+    ExponentialMovingAverage.avg_func: 'ema',
+    MomentumAnnealingEMA.avg_func: 'anneal',
+    StochasticWeightAverage.avg_func: 'swa',
+}

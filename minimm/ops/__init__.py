@@ -6,7 +6,6 @@ kernels when they are available for the tensors' device and the ``*_ref`` twin o
 twins define the numbers. ``backend_info()`` says which is used where, and why.
 """
 from .aliases import distinct
-from . import fake  # noqa: F401  (its fake kernels are registered once the native ops load)
 from .ema import EMAPlan, averaging_weight, ema_update_, ema_update_ref
 from .loader import backend_info
 from .pack import PackPlan, pack, pack_ref, unpack_, unpack_ref

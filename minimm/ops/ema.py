@@ -2,24 +2,28 @@
 
 This file teaches the two ways minimm runs the averaging step of an averaged model:
 
-* :func:`ema_update_` — one call over lists of tensors. Convenient, but every call converts the
-  Python lists (about 0.3 µs per tensor), which dominates on models with thousands of small
-  tensors.
-* :class:`EMAPlan` — built once from the (EMA, source) tensors; each :meth:`EMAPlan.step` is one
-  native call with no per-tensor Python work. It performs a whole MMEngine ``update_parameters``
-  call: copy on the first call, average every ``interval``-th call with the rule's weight, mirror
-  the buffers, increment ``steps``. On a GPU the step counter and the annealed momentum are read
-  by the kernels, so a step never synchronises with the host and can be captured in a CUDA graph.
+* :func:`ema_update_` — one call over lists of tensors. Convenient, but every call checks and
+  converts the Python lists, which dominates on models with thousands of small tensors.
+* :class:`EMAPlan` — built and checked once from the (EMA, source) tensors; each
+  :meth:`EMAPlan.step` is one whole MMEngine ``update_parameters`` call with no per-tensor Python
+  work: copy on the first call, average every ``interval``-th call with the rule's weight, mirror
+  the buffers, increment ``steps``. Natively it is one C++ call (one kernel launch on a GPU, which
+  reads the counter and the annealed weight itself: no host synchronisation, CUDA-graph capture).
 
-Every fast path has a PyTorch twin that defines the numbers (:func:`ema_update_ref`, and the
-``backend='ref'`` plan). Floating tensors are averaged in float (double for a double EMA) as three
-separately rounded operations — ``d = src - ema``, ``p = weight * d``, ``ema + p`` — and rounded
-once to the EMA's dtype, so native and reference agree bit for bit. This differs from MMEngine's
-``lerp_`` only in the last bit (``lerp_`` may use a fused multiply-add). Integer tensors are
-copied. Left out compared with MMEngine: nothing of the arithmetic; the per-tensor Python loop
-is what is replaced.
+Two backends, two roundings. The native kernels compute ``d = src - ema``, ``p = weight * d``,
+``ema + p`` as three separately rounded operations in float (double for a double EMA) and round
+once to the EMA's dtype: the same bits on every machine. The PyTorch fallback (the ``*_ref``
+functions and the ``backend='ref'`` plan) is MMEngine's own arithmetic, ``lerp_``, run as one
+``torch._foreach_lerp_`` call per dtype: one pass over memory and no temporaries, where the
+three-rounding formula in ``_foreach_*`` ops would take three passes and a full-size temporary.
+``lerp_`` may fuse the multiply-add and switches formula for weights >= 0.5, so per update the
+two differ by at most ``FALLBACK_ULPS`` units in the last place of the accumulate type, relative
+to ``max(|ema|, |src|)``, plus one unit of the EMA's dtype for fp16/bf16 EMAs (tested in
+tests/test_ops_ema.py and tests/test_ops_agree.py). Mixed-dtype pairs (an fp32 EMA of a bf16
+source) are the one case where the fallback converts the source first, a temporary per pair.
+Integer tensors are copied.
 """
-from typing import Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -27,8 +31,10 @@ from torch import Tensor
 from .aliases import first_names
 from .loader import native_for
 
-# The averaging rules; the numbers match RuleKind in csrc/minimm_ops.h.
+# The averaging rules; the numbers match RuleKind in csrc/ema.h.
 RULES = {'ema': 1, 'anneal': 2, 'swa': 3}
+# The bound above: how many units in the last place the fallback and the kernels may differ.
+FALLBACK_ULPS = 4
 
 
 def averaging_weight(rule: str, steps: int, momentum: float = 0.0, gamma: float = 100.0,
@@ -91,33 +97,73 @@ def check_layouts(name: str, ema: Sequence[Tensor], src: Sequence[Tensor]) -> No
                              f'{s.stride()}); make both sides contiguous, or give both the same memory format')
 
 
-def copy_ref(dst: Sequence[Tensor], src: Sequence[Tensor]) -> None:
-    """Copy ``src`` into ``dst``; a floating source of another dtype goes through ``dst``'s
-    accumulate type (as the kernels do)."""
-    for d, s in zip(dst, src):
-        d.copy_(s if s.dtype == d.dtype else s.to(_accumulate_dtype(d.dtype)))
+def check_no_overlap(name: str, dst: Sequence[Tensor]) -> None:
+    """Tensors written by one call must not share memory (csrc/checks.h check_no_overlap): the
+    same tensor twice, or views whose memory spans intersect, are a ValueError."""
+    spans = []
+    for i, t in enumerate(dst):
+        if t.numel():
+            last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+            size = t.element_size()
+            spans.append((t.untyped_storage()._cdata, t.storage_offset() * size, (last + 1) * size - 1, i))
+    spans.sort()
+    for prev, cur in zip(spans, spans[1:]):
+        if prev[0] == cur[0] and prev[2] >= cur[1]:
+            raise ValueError(f'{name}: tensors {min(prev[3], cur[3])} and {max(prev[3], cur[3])} to be written share '
+                             'memory (the same tensor twice, or overlapping views); list each tensor once')
+
+
+class _Pairs:
+    """(destination, source) pairs sorted once into what one ``_foreach_*`` call per kind takes:
+    floating pairs of one dtype per dtype, mixed floating pairs, and the other (copied) pairs."""
+
+    def __init__(self, dst: Sequence[Tensor], src: Sequence[Tensor]):
+        self.same: Dict[torch.dtype, Tuple[List[Tensor], List[Tensor]]] = {}
+        self.mixed: List[Tuple[Tensor, Tensor]] = []
+        self.copied: Tuple[List[Tensor], List[Tensor]] = ([], [])
+        for d, s in zip(dst, src):
+            if not d.is_floating_point():
+                self.copied[0].append(d)
+                self.copied[1].append(s)
+            elif d.dtype == s.dtype:
+                lists = self.same.setdefault(d.dtype, ([], []))
+                lists[0].append(d)
+                lists[1].append(s)
+            else:
+                self.mixed.append((d, s))
+        self.all = (list(dst), list(src))
+
+    def copy(self) -> None:
+        if self.all[0]:
+            torch._foreach_copy_(*self.all)
+
+    def average(self, weight: Union[float, Tensor]) -> None:
+        """MMEngine's ``lerp_`` for floating pairs, a copy for the others."""
+        for dtype, (d, s) in self.same.items():
+            if isinstance(weight, Tensor) and weight.device.type != 'cpu':  # read on the device
+                torch._foreach_lerp_(d, s, [weight.to(dtype)] * len(d))
+            else:
+                torch._foreach_lerp_(d, s, float(weight))
+        # Mixed pairs one by one, as MMEngine's loop would have to: each converted source is a
+        # temporary that stays in cache (converting them all first, for one call, would not).
+        for d, s in self.mixed:
+            acc = _accumulate_dtype(d.dtype)
+            w = weight.to(acc) if isinstance(weight, Tensor) else weight
+            if d.dtype == acc:
+                d.lerp_(s.to(acc), w)
+            else:
+                d.copy_(d.to(acc).lerp_(s.to(acc), w))
+        if self.copied[0]:
+            torch._foreach_copy_(*self.copied)
 
 
 def ema_update_ref(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[float, Tensor]) -> None:
-    """The PyTorch twin of :func:`ema_update_`; it defines the numbers.
-
-    Uses ``torch._foreach_*`` ops (one fused kernel per op on a GPU), so it is also the fallback.
-    """
+    """The PyTorch fallback of :func:`ema_update_`: MMEngine's ``lerp_`` (see the module docstring
+    for how far it may differ from the kernels), with the same checks and errors."""
     ema, src = list(ema), list(src)
-    _check_pairs('ema_update_ref', ema, src)
-    floating = [i for i, e in enumerate(ema) if e.is_floating_point()]
-    others = [i for i, e in enumerate(ema) if not e.is_floating_point()]
-    if others:
-        torch._foreach_copy_([ema[i] for i in others], [src[i] for i in others])
-    if not floating:
-        return
-    acc = [ema[i] if ema[i].dtype == _accumulate_dtype(ema[i].dtype) else ema[i].float() for i in floating]
-    diff = torch._foreach_sub([src[i].to(a.dtype) for i, a in zip(floating, acc)], acc)
-    torch._foreach_mul_(diff, weight)
-    torch._foreach_add_(acc, diff)
-    for i, a in zip(floating, acc):
-        if a is not ema[i]:
-            ema[i].copy_(a)
+    _check_pairs('ema_update_', ema, src)
+    check_no_overlap('ema_update_', ema)
+    _Pairs(ema, src).average(weight)
 
 
 def ema_update_(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[float, Tensor]) -> None:
@@ -158,19 +204,24 @@ class EMAPlan:
             ``update_buffers=False``).
         rule: ``'ema'``, ``'anneal'`` or ``'swa'`` (see :func:`averaging_weight`).
         momentum, gamma, interval: the rule's numbers.
-        backend: ``'native'``, ``'ref'``, or None to use the native kernels when they are
-            available for the tensors' device.
+        backend: ``'native'``, ``'ref'`` (the PyTorch fallback), or None to use the native kernels
+            when they are available for the tensors' device.
 
-    The tensors must stay the same objects; a step re-reads their data pointers, so assigning
-    ``param.data`` keeps working, but a changed shape, dtype, device or layout is an error (a
-    ValueError, on every backend). A tensor listed twice (two names of one tied weight, see
-    :mod:`minimm.ops.aliases`) is updated once. Each pair must be dense with equal strides.
+    Everything is checked once, here: shapes, dtypes, one device, each pair dense with equal
+    strides, no two destinations sharing memory. A tensor listed twice (two names of one tied
+    weight, see :mod:`minimm.ops.aliases`) is updated once.
 
-    CUDA graphs: a native step captured in a graph replays the raw pointers of that moment, since
-    a replay runs no host code. The plan keeps the captured memory alive, so a replay never writes
-    freed memory; but after a tensor is re-pointed (``param.data = x``, ``.to()``) a replay keeps
-    updating the old memory. The next :meth:`step` outside the graph then raises once, saying to
-    capture the graph again.
+    A step does no per-tensor work on the host. The tensors must stay the same objects; after
+    re-pointing one (``param.data = x``, ``module.to()``), call :meth:`refresh`: the native plan
+    keeps its table of addresses until then (the averaged models call it on the signals they
+    watch). The fallback's ``_foreach_*`` calls read the tensors as they are, so it follows
+    re-pointing by itself; :meth:`refresh` checks both again (a changed shape, dtype, device or
+    layout is then a ValueError).
+
+    CUDA graphs: a native step captured in a graph replays the table of that moment, since a
+    replay runs no host code. The plan keeps the captured memory alive, so a replay never writes
+    freed memory; a :meth:`refresh` that rebuilds the table after a capture warns that the graph
+    must be captured again. Keep the plan alive as long as the graph.
     """
 
     def __init__(self, ema: Sequence[Tensor], src: Sequence[Tensor], mirror_ema: Sequence[Tensor] = (),
@@ -190,6 +241,7 @@ class EMAPlan:
         self.ema, self.src = [ema[i] for i in keep], [src[i] for i in keep]
         self.mirror_ema, self.mirror_src = [mirror_ema[i] for i in keep_mirror], [mirror_src[i] for i in keep_mirror]
         check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
+        check_no_overlap('EMAPlan', self.ema + self.mirror_ema)
         self.rule, self.momentum, self.gamma, self.interval = rule, float(momentum), float(gamma), interval
         first = (self.ema or self.mirror_ema or [torch.empty(0)])[0]
         self.device = first.device
@@ -203,24 +255,32 @@ class EMAPlan:
         if backend == 'native':
             self._native = torch.classes.minimm.EMAPlan(self.ema, self.src, self.mirror_ema, self.mirror_src,
                                                         RULES[rule], self.momentum, self.gamma, interval)
+        else:
+            self._pairs, self._mirrored = _Pairs(self.ema, self.src), _Pairs(self.mirror_ema, self.mirror_src)
+
+    def refresh(self) -> bool:
+        """Look at the tensors again after some were re-pointed; returns whether the native table
+        was rebuilt. Raises the constructor's ValueError when a pair no longer fits."""
+        _check_pairs('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
+        check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
+        if self._native is not None:
+            return self._native.refresh()
+        self._pairs, self._mirrored = _Pairs(self.ema, self.src), _Pairs(self.mirror_ema, self.mirror_src)
+        return False
 
     def step(self, steps: Tensor) -> None:
         """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device,
         read before and incremented after (as MMEngine's ``steps`` buffer)."""
-        if steps.device != self.device or steps.dtype != torch.long or steps.numel() != 1:
-            raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on {self.device}, got '
-                             f'{steps.dtype} with {steps.numel()} elements on {steps.device}')
         if self._native is not None:
             self._native.step(steps)
             return
-        # What the native plan checks when a tensor was re-pointed: the same error on both backends.
-        _check_pairs('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
-        check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
-        count = int(steps)  # a host read: the reference twin decides in Python
+        if steps.device != self.device or steps.dtype != torch.long or steps.numel() != 1:
+            raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on {self.device}, got '
+                             f'{steps.dtype} with {steps.numel()} elements on {steps.device}')
+        count = int(steps)  # a host read: the fallback decides in Python
         if count == 0:
-            copy_ref(self.ema, self.src)
+            self._pairs.copy()
         elif count % self.interval == 0:
-            weight = averaging_weight(self.rule, count, self.momentum, self.gamma, self.interval)
-            ema_update_ref(self.ema, self.src, weight)
-        copy_ref(self.mirror_ema, self.mirror_src)
+            self._pairs.average(averaging_weight(self.rule, count, self.momentum, self.gamma, self.interval))
+        self._mirrored.copy()
         steps += 1

@@ -3,9 +3,9 @@
 PyTorch calls a fake kernel instead of the real one for tensors without data: the ``meta``
 device, ``FakeTensor`` s under ``torch.compile`` and ``torch.library.opcheck``. Each one runs the
 same checks as the PyTorch twins, so a call mixing CPU and ``meta`` tensors fails with the same
-ValueError on every backend. Registered through ``loader.after_load`` once the native ops load.
-Left out: the plan ops (``ema_plan_step``, ``pack_plan_run``) take a plan object, which
-fake-tensor tracing cannot see into without a fake class; they have no fake kernel.
+ValueError on every backend. The loader registers them once the native ops are loaded.
+The plans (``EMAPlan``, ``PackPlan``) are TorchScript classes whose methods run the kernels
+directly, outside the dispatcher; they have no fake kernels.
 """
 from typing import List, Optional, Sequence
 
@@ -13,7 +13,6 @@ import torch
 from torch import Tensor
 
 from .ema import _check_pairs
-from .loader import after_load
 from .pack import _groups, layout
 
 _registered = False
@@ -49,5 +48,3 @@ def register() -> None:
     torch.library.register_fake('minimm::unpack_', _unpack_fake)
     _registered = True
 
-
-after_load.append(register)

@@ -6,8 +6,8 @@ hard dependency. The decision, in order:
 1. ``MINIMM_NO_EXT=1``: use the PyTorch fallback (the ``*_ref`` twins), no warning.
 2. A module prebuilt by ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
 3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
-   ``<repo>/.torch_extensions`` (git-ignored) for a checkout, else ``TORCH_EXTENSIONS_DIR`` or
-   torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
+   ``TORCH_EXTENSIONS_DIR`` when set, else ``<repo>/.torch_extensions`` (git-ignored) for a
+   checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
 4. Anything failing (no sources, no ninja, no compiler, build error): the fallback, with one
    warning naming the reason. ``MINIMM_REQUIRE_EXT=1`` turns that into an error (for GPU checks).
 
@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 import warnings
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -34,11 +34,11 @@ logger = logging.getLogger('minimm')
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(PACKAGE_DIR)
 CSRC_DIR = os.path.join(REPO_DIR, 'csrc')
-CPU_SOURCES = ['registration.cpp', 'cpu_kernels.cpp']
-CUDA_SOURCES = ['cuda_kernels.cu']
-HEADERS = ['minimm_ops.h', 'multi_tensor_apply.cuh']  # a change to one rebuilds the JIT module
-# -ffp-contract=off: the kernels must round `ema + w * (src - ema)` exactly as the PyTorch twins
-# do (three roundings); a fused multiply-add would change the last bit on some machines.
+CPU_SOURCES = ['ema.cpp', 'pack.cpp']
+CUDA_SOURCES = ['ema_kernel.cu', 'pack_kernel.cu']
+HEADERS = ['checks.h', 'table.h', 'ema.h', 'pack.h', 'multi_tensor_apply.cuh']  # a change rebuilds the JIT module
+# -ffp-contract=off: the kernels must round `ema + w * (src - ema)` as three separate operations
+# on every machine; a fused multiply-add would change the last bit on some.
 CXX_FLAGS = ['-O3', '-ffp-contract=off', '-fopenmp']
 NVCC_FLAGS = ['-O3']
 
@@ -51,23 +51,26 @@ def build_settings(with_cuda: bool) -> Dict[str, List[str]]:
     return {'sources': sources, 'extra_cflags': list(CXX_FLAGS), 'extra_cuda_cflags': list(NVCC_FLAGS)}
 
 
-class _Decision:
+class Policy(NamedTuple):
+    """What the environment asks for, read once per process (:func:`_get`)."""
+
+    disabled: bool  # MINIMM_NO_EXT=1: the fallback, no warning
+    required: bool  # MINIMM_REQUIRE_EXT=1: a failed build or load is an error
+
+    @classmethod
+    def from_env(cls) -> 'Policy':
+        return cls(os.environ.get('MINIMM_NO_EXT') == '1', os.environ.get('MINIMM_REQUIRE_EXT') == '1')
+
+
+class _Decision(NamedTuple):
     """What was decided: which devices have native kernels, and why."""
 
-    def __init__(self, devices: Dict[str, str], reasons: Dict[str, str]):
-        self.devices = devices    # device type -> 'native' or 'fallback'
-        self.reasons = reasons    # device type -> one line saying why
+    devices: Dict[str, str]   # device type -> 'native' or 'fallback'
+    reasons: Dict[str, str]   # device type -> one line saying why
 
 
 _lock = threading.Lock()
 _decision: Optional[_Decision] = None
-# Called once the native library is loaded. ``fake.py`` adds the registration of its fake kernels
-# here: this module cannot import it, because it imports the twins, which import this module.
-after_load: List[Callable[[], None]] = []
-
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name) == '1'
 
 
 def _find_prebuilt() -> Optional[str]:
@@ -89,12 +92,12 @@ def _cuda_toolkit() -> Optional[str]:
 
 
 def _build_directory(name: str) -> str:
-    """``<repo>/.torch_extensions/<name>`` in a checkout (git-ignored), else under
-    ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``."""
-    if os.path.exists(os.path.join(REPO_DIR, '.git')):
-        root = os.path.join(REPO_DIR, '.torch_extensions')
-    else:
-        root = os.environ.get('TORCH_EXTENSIONS_DIR') or os.path.expanduser('~/.cache/torch_extensions')
+    """``TORCH_EXTENSIONS_DIR/<name>`` when that is set, else ``<repo>/.torch_extensions/<name>``
+    in a checkout (git-ignored), else ``~/.cache/torch_extensions/<name>``."""
+    root = os.environ.get('TORCH_EXTENSIONS_DIR')
+    if root is None:
+        checkout = os.path.exists(os.path.join(REPO_DIR, '.git'))
+        root = os.path.join(REPO_DIR, '.torch_extensions') if checkout else os.path.expanduser('~/.cache/torch_extensions')
     path = os.path.join(root, name)
     os.makedirs(path, exist_ok=True)
     return path
@@ -146,38 +149,43 @@ def _reason(error: BaseException) -> str:
     return f'{type(error).__name__}: {lines[-1] if lines else ""}'
 
 
-def _decide() -> _Decision:
-    if _flag('MINIMM_NO_EXT'):
+def _load(required: bool) -> Tuple[str, Optional[str]]:
+    """Load the native library: the prebuilt module, else a JIT build (with the CUDA kernels when
+    a GPU and a toolkit are there, else, or when that build fails, without). Returns where it came
+    from and why the CUDA kernels are missing, if they are; raises when nothing could be loaded."""
+    prebuilt = _find_prebuilt()
+    if prebuilt is not None:
+        torch.ops.load_library(prebuilt)
+        return f'prebuilt module {prebuilt}', None
+    if not os.path.exists(os.path.join(CSRC_DIR, CPU_SOURCES[0])):
+        raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (install with pip install -e .)')
+    toolkit = _cuda_toolkit()
+    cuda_failure = None
+    if toolkit is not None:
+        os.environ.setdefault('CUDA_HOME', toolkit)
+        try:
+            return f'JIT build in {_jit_build(with_cuda=True)}', None
+        except Exception as error:  # the CPU kernels may still build: try them alone
+            if required:
+                raise
+            cuda_failure = f'the CUDA build failed ({_reason(error)})'
+    return f'JIT build in {_jit_build(with_cuda=False)}', cuda_failure
+
+
+def _decide(policy: Policy) -> _Decision:
+    if policy.disabled:
         why = 'MINIMM_NO_EXT=1'
         return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
-    cuda_failure = None
     try:
-        prebuilt = _find_prebuilt()
-        if prebuilt is not None:
-            torch.ops.load_library(prebuilt)
-            where = f'prebuilt module {prebuilt}'
-        elif not os.path.exists(os.path.join(CSRC_DIR, 'registration.cpp')):
-            raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (install with pip install -e .)')
-        else:
-            toolkit = _cuda_toolkit()
-            directory = None
-            if toolkit is not None:
-                os.environ.setdefault('CUDA_HOME', toolkit)
-                try:
-                    directory = _jit_build(with_cuda=True)
-                except Exception as error:  # the CPU kernels may still build: try them alone
-                    cuda_failure = f'the CUDA build failed ({_reason(error)})'
-                    if _flag('MINIMM_REQUIRE_EXT'):
-                        raise
-            where = f'JIT build in {directory or _jit_build(with_cuda=False)}'
+        where, cuda_failure = _load(policy.required)
     except Exception as error:  # any build or load failure means: use the fallback, say why
         why = _reason(error)
-        if _flag('MINIMM_REQUIRE_EXT'):
+        if policy.required:
             raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
         warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
         return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
-    for callback in after_load:
-        callback()
+    from . import fake  # imported here: it imports the twins, which import this module
+    fake.register()
     has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
     if has_cuda:
         cuda = ('native', where)
@@ -186,9 +194,9 @@ def _decide() -> _Decision:
     else:
         cuda = ('fallback', (cuda_failure or 'the extension has no CUDA kernels (no CUDA toolkit found; set '
                              'CUDA_HOME)') + '; torch._foreach_* is used')
+        if policy.required:
+            raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but {cuda[1]}')
         warnings.warn(f'minimm: native CUDA ops unavailable: {cuda[1]}', stacklevel=3)
-    if _flag('MINIMM_REQUIRE_EXT') and torch.cuda.is_available() and not has_cuda:
-        raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but {cuda[1]}')
     return _Decision({'cpu': 'native', 'cuda': cuda[0]}, {'cpu': where, 'cuda': cuda[1]})
 
 
@@ -197,7 +205,7 @@ def _get() -> _Decision:
     if _decision is None:
         with _lock:
             if _decision is None:
-                decision = _decide()
+                decision = _decide(Policy.from_env())
                 for device in ('cpu', 'cuda'):
                     logger.info('minimm ops on %s: %s (%s)', device, decision.devices[device], decision.reasons[device])
                 _decision = decision

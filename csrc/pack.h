@@ -1,0 +1,67 @@
+// The pack ops' shared declarations: where each tensor goes in the flat tensors, the table rows
+// that copy it there and back, and the persistent plan (pack.cpp registers it and runs it on the
+// CPU; pack_kernel.cu runs it on a GPU).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/custom_class.h>
+
+#include <vector>
+
+#include "ema.h"
+#include "table.h"
+
+namespace minimm {
+
+// Where each tensor goes in pack's output: one flat tensor per dtype, in first-seen order, each
+// tensor starting at a multiple of kAlignBytes (the padding is zero); minimm/ops/pack.py layout().
+struct PackLayout {
+  std::vector<at::ScalarType> dtypes;  // one per flat tensor
+  std::vector<int64_t> group_numel;    // elements of each flat tensor, padding included
+  std::vector<int64_t> group_of;       // per input tensor: which flat tensor
+  std::vector<int64_t> offset_of;      // per input tensor: element offset in that flat tensor
+};
+PackLayout pack_layout(at::TensorList tensors);
+
+// Checks that `flats` match the layout of `tensors` (count, dtype, size, device, contiguity).
+void check_flats(const char* op, at::TensorList flats, const PackLayout& layout, const at::Device& device);
+
+// Row.kernel of a pack table: kPackBytes copies bytes, kZeroBytes zeroes them (src is null),
+// kScale0 + scale_index(dtype) multiplies by the call's scale (integers rounded to nearest).
+constexpr int32_t kPackBytes = 0, kZeroBytes = 1, kScale0 = 2, kScaleTypes = 9;
+int32_t scale_index(at::ScalarType type);  // 0 .. kScaleTypes - 1, in the order of pack.cpp's kernels
+
+// Each tensor with its slice of the flat tensors: into them (`to_flat`, with rows zeroing the
+// padding when `zero_padding`) or out of them multiplied by `scale`.
+Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout& layout, bool to_flat,
+                 bool zero_padding, double scale);
+
+// The persistent pack plan: the tensors and their own flat buffers (one per dtype, zeroed once),
+// reused by every pack/unpack, which is what a repeated all-reduce of the same buffers wants. The
+// tables are rebuilt when a tensor moved (the same check as EMAPlan) and the unpack table also
+// when the scale changes.
+struct PackPlan : torch::CustomClassHolder {
+  std::vector<at::Tensor> tensors, flats;
+  PackLayout layout;
+  at::Device device{at::kCPU};
+  std::vector<const c10::TensorImpl*> watched;
+  std::vector<TensorPlace> seen;
+  Table pack_table, unpack_table;
+  double unpack_scale = 1.0;
+
+  explicit PackPlan(std::vector<at::Tensor> tensors);
+  void rebuild();
+  void run(bool unpack, double scale);
+};
+
+// The list ops, registered for the CPU (pack.cpp) and CUDA (pack_kernel.cu) keys: the table is the
+// same, and the run picks the device's kernels. The dispatcher sends a call to the CUDA key when
+// any tensor argument is on a GPU; the first tensor decides the device, and a call mixing devices
+// is an error (check_list) before anything runs.
+std::vector<at::Tensor> pack_any(at::TensorList tensors);
+void unpack_any(at::TensorList flats, at::TensorList tensors, double scale);
+
+// Set by pack_kernel.cu when the extension is built with CUDA; null in a CPU-only build.
+extern void (*cuda_pack_run)(Table& table, const at::Device& device, double scale);
+
+}  // namespace minimm

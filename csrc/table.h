@@ -1,0 +1,62 @@
+// The table every kernel of minimm walks, on the CPU and on the GPU alike: one row per tensor
+// (where to write, where to read, how many elements, what to do) and a list of chunks, each a
+// piece of one row. The CPU runs one at::parallel_for over the chunks; the CUDA kernel maps its
+// blocks onto them (multi_tensor_apply.cuh). Both devices use the same chunking, so the CPU
+// tests exercise the index math the GPU relies on.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace minimm {
+
+// Every chunk covers kChunkBytes of the wider side of its row (the last chunk of a row may be
+// shorter): on a GPU one block's work per chunk, 256 threads x 4 vectors x 16 bytes.
+constexpr int64_t kChunkBytes = 16384;
+// Every tensor starts at a multiple of kAlignBytes in a pack's flat tensor, so that each slice
+// is aligned for a 16-byte vector load.
+constexpr int64_t kAlignBytes = 16;
+C10_HOST_DEVICE inline int64_t align_up(int64_t n, int64_t quantum) { return (n + quantum - 1) / quantum * quantum; }
+
+// What a row does on one call; the CUDA kernel switches on it, the CPU keeps a function per row.
+enum Mode : int32_t {
+  kDecide = 0,             // floating pair of an averaged model: copy, average or skip, from the counter
+  kCopyUnlessSkipped = 1,  // integer pair of an averaged model: copied on copying and averaging calls
+  kCopyAlways = 2,         // mirrored pair (buffers), or pack/unpack
+};
+
+struct Row {
+  void* dst;
+  const void* src;
+  int64_t numel;
+  int32_t kernel;  // CUDA: which element loop (ema_kernel.cu / pack_kernel.cu); CPU: unused
+  int32_t mode;    // Mode
+};
+
+struct Chunk {
+  int64_t first;  // first element of the row
+  int32_t row;
+  int32_t n;      // elements
+};
+
+// What one call runs: the rows, their chunks, and on a GPU both copied once into device memory
+// (behind a completion counter, see multi_tensor_apply.cuh), so that a launch passes one pointer.
+struct Table {
+  std::vector<Row> rows;
+  std::vector<Chunk> chunks;
+  int64_t units = 0;  // elements (bytes for byte rows) of all rows
+  at::Tensor device;  // undefined until the first CUDA run after a build
+};
+
+// Appends the chunks of row `row` of `numel` elements, each `elem_bytes` wide (the wider side).
+inline void add_chunks(Table& table, int32_t row, int64_t numel, int64_t elem_bytes) {
+  const int64_t per_chunk = kChunkBytes / elem_bytes;
+  table.units += numel;
+  for (int64_t first = 0; first < numel; first += per_chunk)
+    table.chunks.push_back({first, row, static_cast<int32_t>(std::min(per_chunk, numel - first))});
+}
+
+}  // namespace minimm
