@@ -18,7 +18,7 @@ TRAIN_STEP = {
 }
 NOTES = {'OptimizerHook': 'backward + optimizer step', 'ParamSchedulerHook': 'steps LR schedule',
          'LrUpdaterHook': "sets this iteration's LR", 'EMAHook': 'averages the new weights',
-         'EvalHook': 'acts if by_epoch=False'}
+         'EvalHook': 'acts once, at the first iteration,\nif by_epoch=False and start is set'}
 COLOURS = {'MMEngine': '#4c72b0', 'MMCV 1.x': '#dd8452'}
 
 
