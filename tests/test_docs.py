@@ -284,3 +284,41 @@ def test_zh_cn_uses_one_term_per_concept(doc):
     problems = [f'{message}: ...{prose[max(0, m.start() - 20):m.end() + 20]!r}...'
                 for pattern, message in ZH_TERM_RULES for m in pattern.finditer(prose)]
     assert not problems, f'{doc_id(doc)}:\n' + '\n'.join(problems)
+
+
+# What the course must teach, each name in the prose of some English tutorial (outside code
+# blocks): MMCV 1.7.2's hook classes (mmcv/runner/hooks/__init__.py), MMEngine 0.10's built-in
+# hooks (mmengine/hooks/__init__.py), MMDetection's CheckInvalidLossHook, MMCV's helpers and the
+# two internals the classic write-ups name.
+MMCV_HOOK_NAMES = [
+    'Hook', 'CheckpointHook', 'ClosureHook', 'LrUpdaterHook', 'FixedLrUpdaterHook',
+    'StepLrUpdaterHook', 'ExpLrUpdaterHook', 'PolyLrUpdaterHook', 'InvLrUpdaterHook',
+    'CosineAnnealingLrUpdaterHook', 'FlatCosineAnnealingLrUpdaterHook',
+    'CosineRestartLrUpdaterHook', 'CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook', 'OptimizerHook',
+    'Fp16OptimizerHook', 'IterTimerHook', 'DistSamplerSeedHook', 'EmptyCacheHook', 'LoggerHook',
+    'MlflowLoggerHook', 'PaviLoggerHook', 'TextLoggerHook', 'TensorboardLoggerHook',
+    'NeptuneLoggerHook', 'WandbLoggerHook', 'DvcliveLoggerHook', 'MomentumUpdaterHook',
+    'StepMomentumUpdaterHook', 'CosineAnnealingMomentumUpdaterHook', 'CyclicMomentumUpdaterHook',
+    'OneCycleMomentumUpdaterHook', 'SyncBuffersHook', 'EMAHook', 'EvalHook', 'DistEvalHook',
+    'ProfilerHook', 'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook',
+    'SegmindLoggerHook', 'LinearAnnealingLrUpdaterHook', 'LinearAnnealingMomentumUpdaterHook',
+    'ClearMLLoggerHook']
+MMENGINE_HOOK_NAMES = [
+    'IterTimerHook', 'DistSamplerSeedHook', 'ParamSchedulerHook', 'SyncBuffersHook',
+    'EmptyCacheHook', 'CheckpointHook', 'LoggerHook', 'NaiveVisualizationHook', 'EMAHook',
+    'RuntimeInfoHook', 'ProfilerHook', 'PrepareTTAHook', 'NPUProfilerHook', 'EarlyStoppingHook']
+OTHER_NAMES = ['CheckInvalidLossHook', 'every_n_epochs', 'every_n_inner_iters', 'every_n_iters',
+               'end_of_epoch', 'is_last_epoch', 'is_last_iter', '_module_dict', 'method_stages_map']
+PRIORITY_LEVELS = {'HIGHEST': 0, 'VERY_HIGH': 10, 'HIGH': 30, 'ABOVE_NORMAL': 40, 'NORMAL': 50,
+                   'BELOW_NORMAL': 60, 'LOW': 70, 'VERY_LOW': 90, 'LOWEST': 100}
+
+
+def test_the_course_teaches_the_hook_names_and_the_priority_levels():
+    prose = '\n'.join(FENCED.sub('', doc.read_text(encoding='utf-8'))
+                      for doc in NUMBERED if doc.parent == TUTORIALS)
+    names = sorted(set(MMCV_HOOK_NAMES + MMENGINE_HOOK_NAMES + OTHER_NAMES))
+    missing = [name for name in names if f'`{name}' not in prose]
+    assert not missing, f'never named in the prose of the English tutorials: {missing}'
+    unnamed = [level for level, value in PRIORITY_LEVELS.items()
+               if not re.search(rf'`{level}` \(?{value}\b', prose)]
+    assert not unnamed, f'priority levels never named with their number: {unnamed}'
