@@ -3,7 +3,8 @@
 minimm loads every checkpoint with ``weights_only=True``, which unpickles only tensors and plain
 Python data and so runs no code from the file. Everything minimm writes must therefore be plain
 data, and ``to_plain_data`` makes it so when a checkpoint is saved (not when it is loaded, when it
-would be too late): numpy arrays become lists and numpy scalars Python numbers, mapping types
+would be too late): numpy arrays and ranges (``gpu_ids=range(1)`` in MMCV 1.x configs) become
+lists and numpy scalars Python numbers, mapping types
 become ``dict`` (an ``OrderedDict`` stays one), tuples stay tuples. A value that has no plain form
 (any other object) is an error that names where it is.
 
@@ -27,6 +28,8 @@ def to_plain_data(value: Any, where: str = 'value') -> Any:
         return value
     if isinstance(value, np.ndarray):
         return value.tolist()
+    if type(value) is range:
+        return list(value)
     if isinstance(value, np.generic):
         return value.item()
     if type(value) in (list, tuple, set):

@@ -157,6 +157,12 @@ def test_metadata_is_saved_as_plain_data(tmp_path):
     assert 'dataset metainfo' not in _log_text(resumed)  # the same metainfo, saved as lists
 
 
+def test_a_range_is_saved_as_a_list():
+    # MMCV 1.x configs write gpu_ids=range(1); the runner's meta carries the config into files.
+    from minimm.plain_data import to_plain_data
+    assert to_plain_data(dict(gpu_ids=range(2))) == dict(gpu_ids=[0, 1])
+
+
 class _AddsObject(Hook):
     def before_save_checkpoint(self, runner, checkpoint):
         checkpoint['meta']['custom'] = {'history': [1, object()]}

@@ -20,6 +20,7 @@ class Recorder(Hook):
 
 class FakeRunner:
     epoch, iter, inner_iter, max_epochs, max_iters = 2, 5, 1, 3, 6
+    _max_epochs, _max_iters = max_epochs, max_iters  # what is_last_epoch/iter read, as MMCV
     data_loader = [0, 1]
 
 

@@ -199,14 +199,15 @@ def test_every_optimizer_of_a_dict_is_updated():
 
 def test_one_cycle_max_lr_per_optimizer_name_and_per_group():
     (_, a), (_, b) = make_optimizer(), make_optimizer()
-    lrs, _ = record(lr_config=dict(policy='OneCycle', max_lr=dict(a=1.0, b=[0.5])),
+    lrs, _ = record(lr_config=dict(policy='OneCycle', max_lr=dict(a=[1.0], b=[0.5])),
                     optimizer=dict(a=a, b=b), all_groups=True)
     assert lrs[0] == dict(a=[pytest.approx(1.0 / 25)], b=[pytest.approx(0.5 / 25)])
-    # A single optimizer is looked up by its class name, as MMCV does.
-    lrs, _ = record(lr_config=dict(policy='OneCycle', max_lr=dict(SGD=0.5)))
+    # A single optimizer is looked up by its class name, as MMCV does; as there, a dict holds a
+    # list per optimizer (a bare number is not spread over the groups).
+    lrs, _ = record(lr_config=dict(policy='OneCycle', max_lr=dict(SGD=[0.5])))
     assert lrs[0] == pytest.approx(0.5 / 25)
     with pytest.raises(KeyError, match='SGD is not found'):
-        record(lr_config=dict(policy='OneCycle', max_lr=dict(Adam=0.5)))
+        record(lr_config=dict(policy='OneCycle', max_lr=dict(Adam=[0.5])))
 
 
 def test_a_resumed_optimizer_keeps_its_initial_lr_as_base():

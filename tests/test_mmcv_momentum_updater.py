@@ -109,7 +109,7 @@ def test_every_optimizer_of_a_dict_is_updated():
     expected = expected_momenta('CosineAnnealing', dict(min_momentum=0.1), True)
     assert [m['a'][0] for m in momenta] == pytest.approx(expected)
     assert [m['b'][0] for m in momenta] == pytest.approx(expected)
-    _, momenta = record(momentum_config=dict(policy='OneCycle', base_momentum=dict(a=0.8, b=0.7),
+    _, momenta = record(momentum_config=dict(policy='OneCycle', base_momentum=dict(a=[0.8], b=[0.7]),
                                              max_momentum=[0.9], pct_start=0.25),
                         optimizer=dict(a=a, b=b), all_groups=True)
     assert momenta[0] == dict(a=[0.9], b=[0.9])

@@ -1,53 +1,132 @@
-"""minimm.mmcv: MMCV 1.x's ``mmcv.runner``, for contrast with the MMEngine-style core.
+"""minimm.mmcv: MMCV 1.x's ``mmcv.runner`` (1.7.2), file for file, beside the MMEngine-style core.
 
-Code written against ``mmcv.runner`` (v1.7) runs with the import changed to ``minimm.mmcv``.
-The hooks, stages, priorities and runner counters follow MMCV 1.7.2; everything that is not
-MMCV-specific (Registry, Priority, checkpoint files, ops, collectives) is minimm's shared code.
+Code written against ``mmcv.runner`` runs with the import changed to ``minimm.mmcv``; this package
+exports what ``mmcv/runner/__init__.py`` exports (``minimm.mmcv.parallel`` is ``mmcv.parallel``).
+The hooks, stages, priorities and runner counters follow MMCV 1.7.2; only the lowest layer is
+minimm's shared code (the Registry class, Priority, checkpoint file I/O, ops, collectives).
+Left out compared with ``mmcv.runner``: ``BaseModule``/``Sequential``/``ModuleList``/``ModuleDict``,
+``CheckpointLoader`` and the IPU runners.
 """
-from minimm.dist import get_dist_info, init_dist, master_only
-from minimm.runner.priority import Priority, get_priority
-
 from .base_runner import BaseRunner
-from .builder import RUNNERS, build_from_cfg, build_runner
-from .checkpoint import load_checkpoint, save_checkpoint
+from .builder import RUNNER_BUILDERS, RUNNERS, build_runner
+from .checkpoint import (_load_checkpoint, _load_checkpoint_with_prefix, load_checkpoint,
+                         load_state_dict, save_checkpoint, weights_to_cpu)
+from .default_constructor import DefaultRunnerConstructor
+from .dist_utils import allreduce_grads, allreduce_params, get_dist_info, init_dist, master_only
 from .epoch_based_runner import EpochBasedRunner, Runner
 from .fp16_utils import auto_fp16, wrap_fp16_model
-from .hooks import (HOOKS, CheckpointHook, ClosureHook, DistEvalHook, DistSamplerSeedHook, EMAHook,
-                    EmptyCacheHook, EvalHook, Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
-                    GradientCumulativeOptimizerHook, Hook, IterTimerHook, OptimizerHook, ProfilerHook,
-                    SyncBuffersHook)
-from .hooks import (ClearMLLoggerHook, CosineAnnealingLrUpdaterHook,
-                    CosineAnnealingMomentumUpdaterHook, CosineRestartLrUpdaterHook,
-                    CyclicLrUpdaterHook, CyclicMomentumUpdaterHook, DvcliveLoggerHook,
-                    ExpLrUpdaterHook, FixedLrUpdaterHook, FlatCosineAnnealingLrUpdaterHook,
-                    InvLrUpdaterHook, LinearAnnealingLrUpdaterHook,
-                    LinearAnnealingMomentumUpdaterHook, LoggerHook, LrUpdaterHook,
-                    MlflowLoggerHook, MomentumUpdaterHook, NeptuneLoggerHook,
-                    OneCycleLrUpdaterHook, OneCycleMomentumUpdaterHook, PaviLoggerHook,
-                    PolyLrUpdaterHook, SegmindLoggerHook, StepLrUpdaterHook,
-                    StepMomentumUpdaterHook, TensorboardLoggerHook, TextLoggerHook,
-                    WandbLoggerHook)
+from .hooks import (HOOKS, CheckpointHook, ClearMLLoggerHook, ClosureHook, DistEvalHook,
+                    DistSamplerSeedHook, DvcliveLoggerHook, EMAHook, EmptyCacheHook, EvalHook,
+                    Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
+                    GradientCumulativeOptimizerHook, Hook, IterTimerHook, LoggerHook,
+                    MlflowLoggerHook, NeptuneLoggerHook, OptimizerHook, PaviLoggerHook,
+                    ProfilerHook, SegmindLoggerHook, SyncBuffersHook, TensorboardLoggerHook,
+                    TextLoggerHook, WandbLoggerHook)
+from .hooks.lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
+                               CyclicLrUpdaterHook, ExpLrUpdaterHook, FixedLrUpdaterHook,
+                               FlatCosineAnnealingLrUpdaterHook, InvLrUpdaterHook,
+                               LinearAnnealingLrUpdaterHook, LrUpdaterHook,
+                               OneCycleLrUpdaterHook, PolyLrUpdaterHook, StepLrUpdaterHook)
+from .hooks.momentum_updater import (CosineAnnealingMomentumUpdaterHook,
+                                     CyclicMomentumUpdaterHook,
+                                     LinearAnnealingMomentumUpdaterHook, MomentumUpdaterHook,
+                                     OneCycleMomentumUpdaterHook, StepMomentumUpdaterHook)
 from .iter_based_runner import IterBasedRunner, IterLoader
 from .log_buffer import LogBuffer
+from .priority import Priority, get_priority
+from .registry import build_from_cfg
 from .test import multi_gpu_test, single_gpu_test
+from .utils import get_host_info, get_time_str, obj_from_dict, set_random_seed
 
+# One name per line, grouped as the imports above, so that additions merge cleanly.
 __all__ = [
-    'Priority', 'get_priority', 'get_dist_info', 'init_dist', 'master_only', 'BaseRunner', 'RUNNERS',
-    'build_from_cfg', 'build_runner', 'load_checkpoint', 'save_checkpoint', 'EpochBasedRunner',
-    'Runner', 'auto_fp16', 'wrap_fp16_model', 'HOOKS', 'Hook', 'CheckpointHook', 'ClosureHook',
-    'DistEvalHook', 'DistSamplerSeedHook', 'EMAHook', 'EmptyCacheHook', 'EvalHook',
-    'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook', 'GradientCumulativeOptimizerHook',
-    'IterTimerHook', 'OptimizerHook', 'ProfilerHook', 'SyncBuffersHook', 'IterBasedRunner',
-    'IterLoader', 'LogBuffer', 'multi_gpu_test', 'single_gpu_test'
-]
-__all__ += [
-    'LrUpdaterHook', 'FixedLrUpdaterHook', 'StepLrUpdaterHook', 'ExpLrUpdaterHook',
-    'PolyLrUpdaterHook', 'InvLrUpdaterHook', 'CosineAnnealingLrUpdaterHook',
-    'FlatCosineAnnealingLrUpdaterHook', 'CosineRestartLrUpdaterHook', 'CyclicLrUpdaterHook',
-    'OneCycleLrUpdaterHook', 'LinearAnnealingLrUpdaterHook', 'MomentumUpdaterHook',
-    'StepMomentumUpdaterHook', 'CosineAnnealingMomentumUpdaterHook', 'CyclicMomentumUpdaterHook',
-    'OneCycleMomentumUpdaterHook', 'LinearAnnealingMomentumUpdaterHook', 'LoggerHook',
-    'TextLoggerHook', 'TensorboardLoggerHook', 'WandbLoggerHook', 'MlflowLoggerHook',
-    'NeptuneLoggerHook', 'DvcliveLoggerHook', 'ClearMLLoggerHook', 'SegmindLoggerHook',
-    'PaviLoggerHook'
+    # runners
+    'BaseRunner',
+    'EpochBasedRunner',
+    'IterBasedRunner',
+    'IterLoader',
+    'LogBuffer',
+    'Runner',
+    # building
+    'DefaultRunnerConstructor',
+    'RUNNERS',
+    'RUNNER_BUILDERS',
+    'build_from_cfg',
+    'build_runner',
+    # checkpoints
+    '_load_checkpoint',
+    '_load_checkpoint_with_prefix',
+    'load_checkpoint',
+    'load_state_dict',
+    'save_checkpoint',
+    'weights_to_cpu',
+    # distributed
+    'allreduce_grads',
+    'allreduce_params',
+    'get_dist_info',
+    'init_dist',
+    'master_only',
+    # fp16
+    'auto_fp16',
+    'wrap_fp16_model',
+    # hooks
+    'HOOKS',
+    'Hook',
+    'CheckpointHook',
+    'ClosureHook',
+    'DistEvalHook',
+    'DistSamplerSeedHook',
+    'EMAHook',
+    'EmptyCacheHook',
+    'EvalHook',
+    'IterTimerHook',
+    'ProfilerHook',
+    'SyncBuffersHook',
+    # optimizer hooks
+    'Fp16OptimizerHook',
+    'GradientCumulativeFp16OptimizerHook',
+    'GradientCumulativeOptimizerHook',
+    'OptimizerHook',
+    # logger hooks
+    'ClearMLLoggerHook',
+    'DvcliveLoggerHook',
+    'LoggerHook',
+    'MlflowLoggerHook',
+    'NeptuneLoggerHook',
+    'PaviLoggerHook',
+    'SegmindLoggerHook',
+    'TensorboardLoggerHook',
+    'TextLoggerHook',
+    'WandbLoggerHook',
+    # lr updater hooks
+    'CosineAnnealingLrUpdaterHook',
+    'CosineRestartLrUpdaterHook',
+    'CyclicLrUpdaterHook',
+    'ExpLrUpdaterHook',
+    'FixedLrUpdaterHook',
+    'FlatCosineAnnealingLrUpdaterHook',
+    'InvLrUpdaterHook',
+    'LinearAnnealingLrUpdaterHook',
+    'LrUpdaterHook',
+    'OneCycleLrUpdaterHook',
+    'PolyLrUpdaterHook',
+    'StepLrUpdaterHook',
+    # momentum updater hooks
+    'CosineAnnealingMomentumUpdaterHook',
+    'CyclicMomentumUpdaterHook',
+    'LinearAnnealingMomentumUpdaterHook',
+    'MomentumUpdaterHook',
+    'OneCycleMomentumUpdaterHook',
+    'StepMomentumUpdaterHook',
+    # priority
+    'Priority',
+    'get_priority',
+    # testing
+    'multi_gpu_test',
+    'single_gpu_test',
+    # utils
+    'get_host_info',
+    'get_time_str',
+    'obj_from_dict',
+    'set_random_seed',
 ]

@@ -1,10 +1,11 @@
-"""MMCV 1.x's hooks: importing this package registers each in ``minimm.mmcv.HOOKS`` (the imports
-*are* the registration). As in MMCV, ``EvalHook`` and ``DistEvalHook`` are not registered."""
-from .hook import HOOKS, Hook
+"""MMCV 1.x's hooks (``mmcv/runner/hooks/``): importing this package registers each in
+``minimm.mmcv.HOOKS`` (the imports *are* the registration). As in MMCV, ``EvalHook`` and
+``DistEvalHook`` are not registered."""
 from .checkpoint import CheckpointHook
 from .closure import ClosureHook
 from .ema import EMAHook
 from .evaluation import DistEvalHook, EvalHook
+from .hook import HOOKS, Hook
 from .iter_timer import IterTimerHook
 from .logger import (ClearMLLoggerHook, DvcliveLoggerHook, LoggerHook, MlflowLoggerHook,
                      NeptuneLoggerHook, PaviLoggerHook, SegmindLoggerHook, TensorboardLoggerHook,

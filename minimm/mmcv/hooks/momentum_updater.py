@@ -1,115 +1,256 @@
-"""MMCV 1.x's momentum updater hooks: ``momentum_config=dict(policy='cyclic', ...)``.
+"""MMCV 1.x's momentum updater hooks, as ``mmcv/runner/hooks/momentum_updater.py``:
+``momentum_config=dict(policy='cyclic', target_ratio=(0.85 / 0.95, 1), ...)``.
 
-They schedule ``momentum`` or ``betas[0]`` with ``param_updater.py``'s engine and policies; as in
-MMCV 1.7 a warm-up *divides* by its factor, so momentum can exceed 1. Left out: nothing.
+They schedule each param group's ``momentum``, or ``betas[0]`` for Adam-like optimizers, as the lr
+hooks schedule the lr: ``base_momentum`` from ``before_run`` (kept in the group as
+``initial_momentum``), ``get_momentum(runner, base_momentum)`` per epoch or iteration into
+``regular_momentum``. As in MMCV 1.7 a warm-up *divides* by its factor, so momentum starts above its
+regular value (and may exceed 1). ``CyclicMomentumUpdaterHook`` and ``OneCycleMomentumUpdaterHook``
+are in ``momentum_updater_cyclic.py`` (importable from here), to keep each file short; otherwise as
+MMCV 1.7.
 """
-from minimm.optim.scheduler.formulas import (annealing_cos, annealing_linear, format_param,
-                                             one_cycle_phase_ends)
+from typing import Dict, List, Optional, Union
 
-from .hook import HOOKS
-from .param_updater import (AnnealingPolicy, CyclicPolicy, OneCyclePolicy, ParamUpdaterHook,
-                            StepPolicy)
+from .hook import HOOKS, Hook
+from .lr_updater import annealing_cos, annealing_linear
 
 
-class MomentumUpdaterHook(ParamUpdaterHook):
-    """Base of the momentum hooks; a custom policy overrides ``get_momentum(runner,
-    base_momentum)`` (as MMCV 1.7)."""
+class MomentumUpdaterHook(Hook):
+    """The base of the momentum hooks; the arguments are LrUpdaterHook's, without
+    ``warmup_by_epoch`` (as in MMCV 1.7)."""
 
-    initial_key, policy_method = 'initial_momentum', 'get_momentum'
-    warmup_types_text = '"constant" and "linear"'  # MMCV's text, although "exp" works too
-
-    def __init__(self, by_epoch: bool = True, warmup=None, warmup_iters: int = 0,
+    def __init__(self,
+                 by_epoch: bool = True,
+                 warmup: Optional[str] = None,
+                 warmup_iters: int = 0,
                  warmup_ratio: float = 0.9):
-        super().__init__(by_epoch, warmup, warmup_iters, warmup_ratio)
+        if warmup is not None:
+            if warmup not in ['constant', 'linear', 'exp']:
+                # MMCV's message, although 'exp' works too.
+                raise ValueError(f'"{warmup}" is not a supported type for warming up, valid'
+                                 ' types are "constant" and "linear"')
+        if warmup is not None:
+            assert warmup_iters > 0, '"warmup_iters" must be a positive integer'
+            assert 0 < warmup_ratio <= 1.0, '"warmup_momentum" must be in range (0,1]'
 
-    def read(self, group: dict) -> float:
-        return group['momentum'] if 'momentum' in group else group['betas'][0]
+        self.by_epoch = by_epoch
+        self.warmup = warmup
+        self.warmup_iters = warmup_iters
+        self.warmup_ratio = warmup_ratio
 
-    def write(self, group: dict, value: float) -> None:
-        if 'momentum' in group:
-            group['momentum'] = value
-        elif 'betas' in group:
-            group['betas'] = (value, group['betas'][1])
+        # initial momentum for all param groups
+        self.base_momentum: Union[list, dict] = []
+        # expected momentum if no warming up is performed
+        self.regular_momentum: Union[list, dict] = []
 
-    def warm(self, value: float, factor: float) -> float:
-        return value / factor
+    def _set_momentum(self, runner, momentum_groups):
+        if isinstance(runner.optimizer, dict):
+            for k, optim in runner.optimizer.items():
+                for param_group, mom in zip(optim.param_groups, momentum_groups[k]):
+                    if 'momentum' in param_group.keys():
+                        param_group['momentum'] = mom
+                    elif 'betas' in param_group.keys():
+                        param_group['betas'] = (mom, param_group['betas'][1])
+        else:
+            for param_group, mom in zip(runner.optimizer.param_groups, momentum_groups):
+                if 'momentum' in param_group.keys():
+                    param_group['momentum'] = mom
+                elif 'betas' in param_group.keys():
+                    param_group['betas'] = (mom, param_group['betas'][1])
 
-    def get_momentum(self, runner, base_momentum: float) -> float:
-        return self.get_value(runner, base_momentum)
+    def get_momentum(self, runner, base_momentum) -> float:
+        raise NotImplementedError
 
+    def get_regular_momentum(self, runner) -> Union[list, Dict[str, list]]:
+        if isinstance(runner.optimizer, dict):
+            assert isinstance(self.base_momentum, dict)
+            momentum_groups: Dict[str, List[float]] = {}
+            for k in runner.optimizer.keys():
+                _momentum_group: List[float] = [
+                    self.get_momentum(runner, _base_momentum)
+                    for _base_momentum in self.base_momentum[k]
+                ]
+                momentum_groups.update({k: _momentum_group})
+            return momentum_groups
+        else:
+            assert isinstance(self.base_momentum, list)
+            return [
+                self.get_momentum(runner, _base_momentum)
+                for _base_momentum in self.base_momentum
+            ]
 
-@HOOKS.register_module()
-class StepMomentumUpdaterHook(StepPolicy, MomentumUpdaterHook):
+    def get_warmup_momentum(self, cur_iters: int) -> Union[List[float], Dict[str, List[float]]]:
 
-    def __init__(self, step, gamma: float = 0.5, min_momentum=None, **kwargs):
-        super().__init__(step, gamma, min_momentum, **kwargs)
+        def _get_warmup_momentum(cur_iters, regular_momentum):
+            if self.warmup == 'constant':
+                warmup_momentum = [_momentum / self.warmup_ratio for _momentum in regular_momentum]
+            elif self.warmup == 'linear':
+                k = (1 - cur_iters / self.warmup_iters) * (1 - self.warmup_ratio)
+                warmup_momentum = [_momentum / (1 - k) for _momentum in regular_momentum]
+            elif self.warmup == 'exp':
+                k = self.warmup_ratio**(1 - cur_iters / self.warmup_iters)
+                warmup_momentum = [_momentum / k for _momentum in regular_momentum]
+            else:
+                raise ValueError('Expected values of `self.warmup` to be "constant", '
+                                 f'"linear", or "exp", got {self.warmup}')
+            return warmup_momentum
 
-
-class _AnnealMomentumUpdaterHook(AnnealingPolicy, MomentumUpdaterHook):
-
-    def __init__(self, min_momentum=None, min_momentum_ratio=None, **kwargs):
-        super().__init__(min_momentum, min_momentum_ratio, **kwargs)
-
-
-@HOOKS.register_module()
-class CosineAnnealingMomentumUpdaterHook(_AnnealMomentumUpdaterHook):
-    anneal_func = staticmethod(annealing_cos)
-
-
-@HOOKS.register_module()
-class LinearAnnealingMomentumUpdaterHook(_AnnealMomentumUpdaterHook):
-    anneal_func = staticmethod(annealing_linear)
-
-
-@HOOKS.register_module()
-class CyclicMomentumUpdaterHook(CyclicPolicy, MomentumUpdaterHook):
-    """Cyclic momentum, usually paired with CyclicLrUpdaterHook: it dips while the lr climbs."""
-
-    def __init__(self, by_epoch: bool = False, target_ratio=(0.85 / 0.95, 1.),
-                 cyclic_times: int = 1, step_ratio_up: float = 0.4, anneal_strategy: str = 'cos',
-                 gamma: float = 1., **kwargs):
-        super().__init__(by_epoch, target_ratio, cyclic_times, step_ratio_up, anneal_strategy,
-                         gamma, **kwargs)
-
-
-@HOOKS.register_module()
-class OneCycleMomentumUpdaterHook(OneCyclePolicy, MomentumUpdaterHook):
-    """Down to ``base_momentum`` while the lr climbs, back to ``max_momentum`` while it anneals
-    (over ``runner.max_iters``); both are stored in each param group."""
-
-    def __init__(self, base_momentum=0.85, max_momentum=0.95, pct_start: float = 0.3,
-                 anneal_strategy: str = 'cos', three_phase: bool = False, **kwargs):
-        # MMCV accepts floats, lists and dicts only: an int such as 1 is refused.
-        for name, value in (('base_momentum', base_momentum), ('max_momentum', max_momentum)):
-            if not isinstance(value, (float, list, dict)):
-                raise ValueError(f'{name} must be the type among of float,list or dict.')
-        self._base_momentum, self._max_momentum = base_momentum, max_momentum
-        super().__init__(pct_start, anneal_strategy, three_phase, **kwargs)
+        if isinstance(self.regular_momentum, dict):
+            momentum_groups = {}
+            for key, regular_momentum in self.regular_momentum.items():
+                momentum_groups[key] = _get_warmup_momentum(cur_iters, regular_momentum)
+            return momentum_groups
+        else:
+            return _get_warmup_momentum(cur_iters, self.regular_momentum)
 
     def before_run(self, runner):
-        # Not the base before_run: the values come from the arguments, not from the optimizer.
-        def record(name, optimizer):
-            if 'momentum' not in optimizer.defaults and 'betas' not in optimizer.defaults:
-                raise ValueError('optimizer must support momentum with option enabled')
-            for group, base, top in zip(optimizer.param_groups,
-                                        format_param(name, optimizer, self._base_momentum),
-                                        format_param(name, optimizer, self._max_momentum)):
-                self.write(group, top)
-                group['base_momentum'], group['max_momentum'] = base, top
-        self.per_optimizer(runner, record)
-        self.phase_ends = one_cycle_phase_ends(self.pct_start, runner.max_iters, self.three_phase)
-        self.phase_keys = [('max_momentum', 'base_momentum'), ('base_momentum', 'max_momentum')]
-        if self.three_phase:
-            self.phase_keys.append(('max_momentum', 'max_momentum'))
+        # A resumed optimizer's groups already hold 'initial_momentum': the first run's.
+        if isinstance(runner.optimizer, dict):
+            self.base_momentum = {}
+            for k, optim in runner.optimizer.items():
+                for group in optim.param_groups:
+                    if 'momentum' in group.keys():
+                        group.setdefault('initial_momentum', group['momentum'])
+                    else:
+                        group.setdefault('initial_momentum', group['betas'][0])
+                _base_momentum = [group['initial_momentum'] for group in optim.param_groups]
+                self.base_momentum.update({k: _base_momentum})
+        else:
+            for group in runner.optimizer.param_groups:
+                if 'momentum' in group.keys():
+                    group.setdefault('initial_momentum', group['momentum'])
+                else:
+                    group.setdefault('initial_momentum', group['betas'][0])
+            self.base_momentum = [
+                group['initial_momentum'] for group in runner.optimizer.param_groups
+            ]
 
-    def get_regular_values(self, runner):
-        # Computed per param group (from the keys stored there), not from a base value.
-        return self.per_optimizer(runner, lambda name, optimizer: [
-            self.get_momentum(runner, group) for group in optimizer.param_groups])
+    def before_train_epoch(self, runner):
+        if not self.by_epoch:
+            return
+        self.regular_momentum = self.get_regular_momentum(runner)
+        self._set_momentum(runner, self.regular_momentum)
 
-    def get_momentum(self, runner, param_group):
-        return self.get_value(runner, param_group)
+    def before_train_iter(self, runner):
+        cur_iter = runner.iter
+        if not self.by_epoch:
+            self.regular_momentum = self.get_regular_momentum(runner)
+            if self.warmup is None or cur_iter >= self.warmup_iters:
+                self._set_momentum(runner, self.regular_momentum)
+            else:
+                warmup_momentum = self.get_warmup_momentum(cur_iter)
+                self._set_momentum(runner, warmup_momentum)
+        elif self.by_epoch:
+            if self.warmup is None or cur_iter > self.warmup_iters:
+                return
+            elif cur_iter == self.warmup_iters:
+                self._set_momentum(runner, self.regular_momentum)
+            else:
+                warmup_momentum = self.get_warmup_momentum(cur_iter)
+                self._set_momentum(runner, warmup_momentum)
 
-    def phase_bounds(self, param_group, phase):
-        start_key, end_key = self.phase_keys[phase]
-        return param_group[start_key], param_group[end_key]
+
+@HOOKS.register_module()
+class StepMomentumUpdaterHook(MomentumUpdaterHook):
+    """Multiply by ``gamma`` every ``step`` epochs/iterations (an int) or at each of the
+    ``step`` milestones (a list); never below ``min_momentum`` when it is given."""
+
+    def __init__(self,
+                 step: Union[int, List[int]],
+                 gamma: float = 0.5,
+                 min_momentum: Optional[float] = None,
+                 **kwargs):
+        if isinstance(step, list):
+            assert all(isinstance(s, int) for s in step)
+            assert all([s > 0 for s in step])
+        elif isinstance(step, int):
+            assert step > 0
+        else:
+            raise TypeError('"step" must be a list or integer')
+        self.step = step
+        self.gamma = gamma
+        self.min_momentum = min_momentum
+        super().__init__(**kwargs)
+
+    def get_momentum(self, runner, base_momentum: float) -> float:
+        progress = runner.epoch if self.by_epoch else runner.iter
+
+        # calculate exponential term
+        if isinstance(self.step, int):
+            exp = progress // self.step
+        else:
+            exp = len(self.step)
+            for i, s in enumerate(self.step):
+                if progress < s:
+                    exp = i
+                    break
+
+        momentum = base_momentum * (self.gamma**exp)
+        if self.min_momentum is not None:
+            # clip to a minimum value
+            momentum = max(momentum, self.min_momentum)
+        return momentum
+
+
+@HOOKS.register_module()
+class CosineAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
+    """Cosine annealing from the base momentum to ``min_momentum``, or to ``base_momentum *
+    min_momentum_ratio`` (give exactly one)."""
+
+    def __init__(self,
+                 min_momentum: Optional[float] = None,
+                 min_momentum_ratio: Optional[float] = None,
+                 **kwargs):
+        assert (min_momentum is None) ^ (min_momentum_ratio is None)
+        self.min_momentum = min_momentum
+        self.min_momentum_ratio = min_momentum_ratio
+        super().__init__(**kwargs)
+
+    def get_momentum(self, runner, base_momentum: float) -> float:
+        if self.by_epoch:
+            progress = runner.epoch
+            max_progress = runner.max_epochs
+        else:
+            progress = runner.iter
+            max_progress = runner.max_iters
+        if self.min_momentum_ratio is not None:
+            target_momentum = base_momentum * self.min_momentum_ratio
+        else:
+            assert self.min_momentum is not None
+            target_momentum = self.min_momentum
+        return annealing_cos(base_momentum, target_momentum, progress / max_progress)
+
+
+@HOOKS.register_module()
+class LinearAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
+    """Linear annealing from the base momentum to ``min_momentum``, or to ``base_momentum *
+    min_momentum_ratio`` (give exactly one)."""
+
+    def __init__(self,
+                 min_momentum: Optional[float] = None,
+                 min_momentum_ratio: Optional[float] = None,
+                 **kwargs):
+        assert (min_momentum is None) ^ (min_momentum_ratio is None)
+        self.min_momentum = min_momentum
+        self.min_momentum_ratio = min_momentum_ratio
+        super().__init__(**kwargs)
+
+    def get_momentum(self, runner, base_momentum: float) -> float:
+        if self.by_epoch:
+            progress = runner.epoch
+            max_progress = runner.max_epochs
+        else:
+            progress = runner.iter
+            max_progress = runner.max_iters
+        if self.min_momentum_ratio is not None:
+            target_momentum = base_momentum * self.min_momentum_ratio
+        else:
+            assert self.min_momentum is not None
+            target_momentum = self.min_momentum
+        return annealing_linear(base_momentum, target_momentum, progress / max_progress)
+
+
+# The cyclic policies live beside this file; they are importable from here too, as in MMCV.
+# Imported last: they subclass MomentumUpdaterHook.
+from .momentum_updater_cyclic import (CyclicMomentumUpdaterHook,  # noqa: E402,F401
+                                      OneCycleMomentumUpdaterHook)

@@ -1,19 +1,8 @@
-"""Schedule formulas shared by the MMEngine-style schedulers and the MMCV 1.x updater hooks.
+"""Schedule formulas of the MMEngine-style schedulers (``minimm/optim/scheduler/``): annealing
+along a cosine or a line, the period of a restart schedule, the phases of a 1cycle schedule.
 
-Both worlds anneal between two values along a cosine or a line, pick the period of a restart
-schedule and walk the phases of a 1cycle schedule; those pieces are written once, here, and
-imported by ``minimm/optim/scheduler/`` and ``minimm/mmcv/hooks/*_updater.py`` alike. The closed
-forms only MMCV's hooks use (warm-up factor, step decay, cyclic) are at the end, so that every
-schedule formula of minimm is in this one file.
-
-What is *not* shared, on purpose: MMEngine's schedulers compute most values in the chainable form
-(each step multiplies the group's current value by a factor, so schedulers can be stacked), while
-MMCV's hooks compute each value afresh from the base value (closed form: ``base * gamma ** e``).
-The two give the same numbers in exact arithmetic but not always the same floats, and each world
-is checked against its own original, so Step/Exp/Poly/Cosine keep their own form on each side.
-
-Every function is written with the operation order of both originals, so sharing them changes no
-float on either side.
+The MMCV 1.x updater hooks have their own, as MMCV writes them
+(``minimm/mmcv/hooks/lr_updater.py``): the two worlds' formulas give the same numbers, but each is written in its original's shape.
 """
 import math
 import numbers
@@ -101,42 +90,3 @@ def format_param(name: str, optimizer, param: Union[float, Sequence[float], dict
         raise KeyError(f'{name} is not found in {param.keys()}')
     return format_param(name, optimizer, param[name])
 
-
-def warmup_factor(warmup: str, cur_iters: int, warmup_iters: int, ratio: float) -> float:
-    """MMCV's warm-up at iteration ``cur_iters`` of ``warmup_iters``: what the lr is multiplied
-    (and the momentum divided) by; ``constant``: ``ratio``; ``linear``: from ``ratio`` to 1;
-    ``exp``: ``ratio ** (1 - cur/W)``."""
-    if warmup == 'constant':
-        return ratio
-    if warmup == 'linear':
-        return 1 - (1 - cur_iters / warmup_iters) * (1 - ratio)
-    return ratio ** (1 - cur_iters / warmup_iters)
-
-
-def step_decay(base: float, progress: int, step: Union[int, Sequence[int]], gamma: float,
-               min_value: Optional[float] = None) -> float:
-    """MMCV's Step policy: ``base * gamma ** e``, ``e`` = steps passed (one every ``step``, or the
-    milestones of a list already reached), floored at ``min_value``."""
-    if isinstance(step, int):
-        exp = progress // step
-    else:
-        exp = next((i for i, s in enumerate(step) if progress < s), len(step))
-    value = base * gamma**exp
-    return value if min_value is None else max(value, min_value)
-
-
-def cyclic_value(base: float, iteration: int, cycle_len: int, phases: Sequence[Sequence[float]],
-                 gamma: float, anneal) -> float:
-    """MMCV's cyclic policy: ``phases`` are ``[start_iter, end_iter, start_ratio, end_ratio]``
-    within a cycle of ``cycle_len`` iterations; cycle ``n`` is scaled by ``gamma ** n`` towards 1,
-    at the end of the phase that starts the cycle and at the start of the others."""
-    curr_iter, scale = iteration % cycle_len, gamma**(iteration // cycle_len)
-    for start_iter, end_iter, start_ratio, end_ratio in phases:
-        if start_iter <= curr_iter < end_iter:
-            if start_iter == 0:
-                end_ratio = 1 - scale + end_ratio * scale
-            else:
-                start_ratio = 1 - scale + start_ratio * scale
-            return anneal(base * start_ratio, base * end_ratio,
-                          (curr_iter - start_iter) / (end_iter - start_iter))
-    raise ValueError(f'iteration {iteration} is outside the cyclic schedule {phases}')

@@ -1,4 +1,5 @@
-"""MMDistributedDataParallel for MMCV 1.x models: DDP whose ``train_step`` is the module's.
+"""MMDistributedDataParallel for MMCV 1.x models (``mmcv/parallel/distributed.py``): DDP whose
+``train_step`` is the module's.
 
 DistributedDataParallel averages gradients through hooks that its own ``forward`` sets up; a
 ``train_step`` that simply called ``self.module.train_step`` would skip that, and every rank would
@@ -10,7 +11,10 @@ wrapper's, shared.
 """
 from minimm.model.wrappers import MMDistributedDataParallel as _DDPWrapper
 
+from .registry import MODULE_WRAPPERS
 
+
+@MODULE_WRAPPERS.register_module()
 class MMDistributedDataParallel(_DDPWrapper):
     """DDP around a model with MMCV's ``train_step(data_batch, optimizer)``/``val_step``."""
 
