@@ -4,7 +4,8 @@ A PyTorch training run draws random numbers from four independent generators: Py
 NumPy's global ``np.random``, torch's CPU generator and one generator per CUDA device. Seeding only
 one of them is the classic reason two "identical" runs diverge. :func:`set_random_seed` seeds them
 all from one number, as MMEngine's ``mmengine.runner.set_random_seed`` does, and
-:func:`sync_random_seed` makes every rank agree on that number when no seed was given.
+:func:`sync_random_seed` (``minimm.dist``, as in MMEngine; also importable from here) makes every
+rank agree on that number when no seed was given.
 
 Left out compared with MMEngine: NPU/MLU/MUSA devices, process groups other than the default one,
 and the warning printed when ``cudnn.benchmark`` is switched off by ``deterministic=True``.
@@ -14,31 +15,10 @@ from typing import Optional
 
 import numpy as np
 import torch
-import torch.distributed as torch_dist
 
-from minimm.dist import get_rank, get_world_size
+from minimm.dist import get_rank, sync_random_seed
 
 __all__ = ['set_random_seed', 'sync_random_seed']
-
-
-def sync_random_seed() -> int:
-    """Draw a random seed on rank 0 and give the same number to every rank.
-
-    Samplers shuffle with this seed when none is configured, so all ranks must get the *same*
-    permutation — otherwise the per-rank slices overlap and some samples are never seen.
-    The draw uses NumPy's global generator (``np.random.randint(2**31)``), as MMEngine does, so
-    seeding NumPy beforehand makes the result reproducible.
-    """
-    seed = np.random.randint(2**31)
-    if get_world_size() == 1:
-        return int(seed)
-    # NCCL can only broadcast CUDA tensors; every other backend (gloo) works on CPU tensors.
-    device = torch.device('cuda', torch.cuda.current_device()) \
-        if torch_dist.get_backend() == 'nccl' else torch.device('cpu')
-    value = seed if get_rank() == 0 else 0
-    random_num = torch.tensor(value, dtype=torch.int32, device=device)
-    torch_dist.broadcast(random_num, src=0)
-    return int(random_num.item())
 
 
 def set_random_seed(seed: Optional[int] = None, deterministic: bool = False,

@@ -8,7 +8,7 @@ import torch
 
 from minimm.hooks import Hook
 from minimm.registry import HOOKS
-from minimm.runner.checkpoint import find_latest_checkpoint, load_checkpoint_file, save_checkpoint
+from minimm.checkpoint import find_latest_checkpoint, load_checkpoint_file, save_checkpoint
 from toy import RecordHook, ScriptedMetric, toy_loader, toy_loader_cfg, toy_runner
 
 

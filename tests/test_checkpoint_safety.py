@@ -12,8 +12,8 @@ from minimm.cli import DEMO_CONFIG, main
 from minimm.evaluator import BaseMetric
 from minimm.hooks import Hook
 from minimm.runner import find_latest_checkpoint
-from minimm.runner.checkpoint import (CheckpointError, load_checkpoint_file, load_state_dict,
-                                      save_checkpoint)
+from minimm.checkpoint import (CheckpointError, load_checkpoint_file, load_state_dict,
+                               save_checkpoint)
 from toy import ToyDataset, ToyMetric, ToyModel, toy_loader, toy_runner
 
 
@@ -33,7 +33,10 @@ class _FailSave(Hook):
         self.name = name
 
     def before_save_checkpoint(self, runner, checkpoint):
-        if os.path.basename(runner.checkpoint_path_being_saved) == self.name:
+        # CheckpointHook records the file it is about to write in the MessageHub.
+        hub = runner.message_hub
+        if self.name in [os.path.basename(path or '') for path in
+                         (hub.get_info('last_ckpt'), hub.get_info('best_ckpt'))]:
             raise OSError(28, 'No space left on device')
 
 

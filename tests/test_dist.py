@@ -49,6 +49,25 @@ def _tensor_checks(rank):
 
     results = [10 * rank + k for k in range(3)]  # rank 0: 0, 1, 2; rank 1: 10, 11, 12
     out['collect'] = dist.collect_results(results, size=5)
+    out['collect_gpu_arg'] = dist.collect_results(results, 5, 'gpu')
+
+    # The mmengine.dist functions hooks use (SyncBuffersHook's test checks buffers with
+    # all_gather); a transposed tensor goes through a contiguous copy.
+    out['all_gather'] = dist.all_gather(torch.tensor([[rank, 1.0], [2.0, 3.0]]).t())
+    out['gather'] = dist.gather(torch.tensor([rank + 5]), dst=1)
+    out['all_gather_object'] = dist.all_gather_object(dict(rank=rank))
+    out['gather_object'] = dist.gather_object(('r', rank), dst=0)
+    objects = ['from rank 0', 0] if rank == 0 else [None, None]
+    dist.broadcast_object_list(objects)
+    out['broadcast_object_list'] = objects
+    # Keys in another insertion order on each rank: sorted, so the same tensors meet.
+    pairs = [('b', torch.tensor([1.0 + rank])), ('a', torch.tensor([10 * rank]))]
+    reduced = dict(pairs if rank == 0 else pairs[::-1])
+    dist.all_reduce_dict(reduced, op='mean')
+    out['all_reduce_dict'] = reduced
+    import numpy as np
+    np.random.seed(rank)  # different draws on each rank; rank 0's wins
+    out['seed'] = (dist.sync_random_seed(), np.random.RandomState(0).randint(2**31))
     return out
 
 
@@ -147,6 +166,35 @@ def test_all_reduce_params(ranks, mode):
 def test_collect_results_interleaves_ranks_on_rank0(ranks):
     assert ranks[0]['tensors']['collect'] == [0, 10, 1, 11, 2]
     assert ranks[1]['tensors']['collect'] is None
+
+
+def test_gathers_and_object_collectives(ranks):
+    t0, t1 = ranks[0]['tensors'], ranks[1]['tensors']
+    for t in (t0, t1):
+        assert [g.tolist() for g in t['all_gather']] == [[[0.0, 2.0], [1.0, 3.0]],
+                                                         [[1.0, 2.0], [1.0, 3.0]]]
+        assert t['all_gather_object'] == [dict(rank=0), dict(rank=1)]
+        assert t['broadcast_object_list'] == ['from rank 0', 0]
+        assert t['all_reduce_dict']['a'].tolist() == [5] and t['all_reduce_dict']['b'].tolist() == [1.5]
+        assert t['collect_gpu_arg'] == t['collect']
+    assert t0['gather'] == [] and [g.tolist() for g in t1['gather']] == [[5], [6]]
+    assert t0['gather_object'] == [('r', 0), ('r', 1)] and t1['gather_object'] is None
+    # Rank 0's draw, np.random.seed(0) then randint(2**31), reaches both ranks.
+    assert t0['seed'][0] == t1['seed'][0] == t0['seed'][1]
+
+
+def test_collectives_without_a_process_group():
+    from minimm import dist
+    t = torch.tensor([1.0])
+    assert dist.all_gather(t) == [t] and dist.gather(t) == [t]
+    assert dist.all_gather_object('x') == ['x'] and dist.gather_object('x') == ['x']
+    objects = ['a']
+    dist.broadcast_object_list(objects)
+    assert objects == ['a']
+    with pytest.raises(TypeError, match='takes a list'):
+        dist.broadcast_object_list('a')
+    with pytest.raises(ValueError, match='shared tmpdir is not supported'):
+        dist.collect_results([1], 1, tmpdir='/tmp/x')
 
 
 def test_ddp_train_step_synchronises_gradients(ranks):

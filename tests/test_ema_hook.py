@@ -1,11 +1,10 @@
 """EMAHook inside the Runner: the averaging rules against closed forms over a real training run,
 native == reference, the swaps around evaluation, checkpoint contents, resume, loading checkpoints
-without EMA, and the two minimm options (EMA-only files, raw + EMA evaluation).
+without EMA (the two minimm extras beside it: tests/test_ema_extras.py).
 
 The toy run: 2 epochs of 3 iterations (SGD), a validation after each epoch (see tests/toy.py).
 """
 import functools
-import glob
 import os
 
 import pytest
@@ -192,37 +191,6 @@ def test_load_from_ema_checkpoint_tests_the_ema_weights(tmp_path):
     runner.test()
     for key, value in seen[0].items():
         assert torch.equal(value, ckpt['state_dict'][key]), key
-
-
-def test_save_ema_checkpoint_writes_ema_only_twins_and_prunes_them(tmp_path):
-    train(tmp_path, dict(momentum=0.1, save_ema_checkpoint=True), max_epochs=3,
-          default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1,
-                                             max_keep_ckpts=1)))
-    names = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / '*.pth')))
-    assert names == ['epoch_3.pth', 'epoch_3_ema.pth']
-    regular = torch.load(tmp_path / 'epoch_3.pth', weights_only=True)
-    ema_only = torch.load(tmp_path / 'epoch_3_ema.pth', weights_only=True)
-    assert list(ema_only) == ['meta', 'state_dict']
-    assert ema_only['meta']['epoch'] == 3
-    for key, value in regular['state_dict'].items():
-        assert torch.equal(ema_only['state_dict'][key], value)
-
-
-def _accuracy(model):
-    metric = ToyMetric()
-    model.eval()
-    with torch.no_grad():
-        for batch in toy_loader(8, 4):
-            metric.process(batch, model.val_step(batch))
-    return metric.compute_metrics(metric.results)['acc']
-
-
-def test_eval_raw_and_ema_logs_both_metric_sets(tmp_path):
-    runner, _ = train(tmp_path, dict(momentum=0.05, eval_raw_and_ema=True), max_epochs=1)
-    hub = runner.message_hub
-    assert hub.get_scalar('val/raw/toy/acc').current() == _accuracy(runner.model)
-    assert hub.get_scalar('val/toy/acc').current() == _accuracy(ema_of(runner).module)
-    assert 'raw/toy/acc:' in _log_text(runner)
 
 
 @pytest.mark.parametrize('kwargs', [dict(begin_iter=1, begin_epoch=1), dict(begin_iter=-1),

@@ -16,7 +16,7 @@ import torch
 from minimm.cli import main
 from minimm.config import Config
 from minimm.runner import Runner, find_latest_checkpoint
-from minimm.runner.checkpoint import load_checkpoint_file
+from minimm.checkpoint import load_checkpoint_file
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)

@@ -185,9 +185,16 @@ def test_build_optim_wrapper_accepts_built_objects():
 
 def test_build_optim_wrapper_errors():
     model = torch.nn.Linear(2, 1)
-    with pytest.raises(ValueError, match=r"\['paramwise_cfg'\] are not supported"):
+    with pytest.raises(ValueError, match='norm_decay_mult is set, so optimizer.weight_decay'):
         build_optim_wrapper(model, dict(optimizer=dict(type='SGD', lr=0.1),
                                         paramwise_cfg=dict(norm_decay_mult=0.)))
+    with pytest.raises(KeyError, match="'MyConstructor' is not in the optimizer wrapper "
+                                       'constructor registry'):
+        build_optim_wrapper(model, dict(optimizer=dict(type='SGD', lr=0.1),
+                                        constructor='MyConstructor'))
+    with pytest.raises(ValueError, match='must be a config dict, not a built SGD'):
+        build_optim_wrapper(model, dict(optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                        paramwise_cfg=dict(bias_lr_mult=2.)))
     with pytest.raises(KeyError, match='needs an `optimizer`'):
         build_optim_wrapper(model, dict(type='OptimWrapper'))
     with pytest.raises(TypeError, match='should be an OptimWrapper'):

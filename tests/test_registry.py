@@ -71,7 +71,7 @@ def test_wrong_argument_names_the_type_and_key():
 
 def test_bad_inputs():
     reg = Registry('thing')
-    with pytest.raises(TypeError, match='cfg must be a dict'):
+    with pytest.raises(TypeError, match='cfg should be a dict, ConfigDict or Config'):
         reg.build('Cat')
     with pytest.raises(KeyError, match='must contain the key "type"'):
         reg.build(dict(a=1))

@@ -20,14 +20,18 @@ classes) when the config is loaded.
 :meth:`Config.dump` and :attr:`Config.pretty_text` write the settings back as Python
 (``dump.py``).
 
-Left out compared with MMEngine: YAML/JSON configs, the lazy-import (``read_base``) style,
-predefined variables (``{{fileDirname}}``), environment variables, ``{{_base_.x}}`` text
-substitution and scopes. Differences on purpose: the caller's dicts are never mutated (MMEngine
-pops ``_delete_`` from them), ``_delete_`` is removed at every level, and errors name the
-offending dotted key.
+Before a file runs, its text is rewritten as MMEngine rewrites it (``substitution.py``):
+``{{fileBasenameNoExtension}}`` and the other predefined variables, ``{{$ENV_NAME:default}}``, and
+``{{_base_.a.b}}``, which stands for the base config's value at ``a.b`` (any object, also inside
+nested dicts and lists). A ``_base_`` edited in place (``_base_.model.depth = 50``) is the base the
+child is merged into, as in MMEngine.
+
+Left out compared with MMEngine: YAML/JSON configs, the lazy-import (``read_base``) style and
+scopes; a config using one is an error naming the file and the line. Differences on purpose: the
+caller's dicts are never mutated (MMEngine pops ``_delete_`` from them), ``_delete_`` is removed at
+every level, and errors name the offending dotted key.
 """
 import ast
-import copy
 import importlib
 import inspect
 import os.path as osp
@@ -35,6 +39,9 @@ import warnings
 from typing import Any, Dict, List, Optional, Union
 
 from .dump import format_config
+from .substitution import (_pre_substitute_base_vars, _substitute_base_vars,
+                           _substitute_env_variables, _substitute_predefined_vars,
+                           parse_config_text)
 
 __all__ = ['Config', 'ConfigDict']
 
@@ -141,10 +148,17 @@ class Config:
 
     @staticmethod
     def fromfile(filename: str, cfg_options: Optional[dict] = None,
-                 import_custom_modules: bool = True) -> 'Config':
-        """Load a ``.py`` config and its ``_base_`` files, run ``custom_imports``, merge options."""
+                 import_custom_modules: bool = True, use_predefined_variables: bool = True,
+                 use_environment_variables: bool = True) -> 'Config':
+        """Load a ``.py`` config and its ``_base_`` files, run ``custom_imports``, merge options.
+
+        ``use_predefined_variables`` / ``use_environment_variables`` (as in MMEngine) turn the
+        ``{{fileDirname}}``-style and ``{{$ENV_NAME:default}}`` substitutions off.
+        """
         filename = osp.abspath(osp.expanduser(str(filename)))
-        cfg_dict, texts = _load_file(filename, chain=())
+        substitutions = dict(predefined=use_predefined_variables,
+                             environment=use_environment_variables)
+        cfg_dict, texts = _load_file(filename, chain=(), substitutions=substitutions)
         custom_imports = cfg_dict.get('custom_imports')
         if import_custom_modules and custom_imports:
             _import_custom_modules(custom_imports)
@@ -231,7 +245,7 @@ class Config:
 
 
 # ----------------------------------------------------------------------------- loading
-def _load_file(filename: str, chain: tuple) -> tuple:
+def _load_file(filename: str, chain: tuple, substitutions: dict) -> tuple:
     """Return ``(cfg_dict, texts)`` for one config file with its ``_base_`` files merged in."""
     if not osp.isfile(filename):
         raise FileNotFoundError(f'config file not found: {filename}')
@@ -242,14 +256,20 @@ def _load_file(filename: str, chain: tuple) -> tuple:
         raise ValueError(f'_base_ inheritance cycle: {cycle}')
     with open(filename, encoding='utf-8') as f:
         source = f.read()
-    tree = ast.parse(source, filename=filename)
+    text = source
+    if substitutions['predefined']:
+        text = _substitute_predefined_vars(text, filename)
+    if substitutions['environment']:
+        text, _ = _substitute_env_variables(text, filename)
+    text, base_var_dict = _pre_substitute_base_vars(text)
+    tree = parse_config_text(text, base_var_dict, filename)
     base_files = _pop_base_files(tree, filename)
 
     base_dict: dict = {}
     texts: List[str] = []
     for base in base_files:
         base_path = osp.abspath(osp.join(osp.dirname(filename), osp.expanduser(base)))
-        sub_dict, sub_texts = _load_file(base_path, chain + (filename, ))
+        sub_dict, sub_texts = _load_file(base_path, chain + (filename, ), substitutions)
         duplicates = base_dict.keys() & sub_dict.keys()
         if duplicates:
             raise KeyError(f'{filename}: keys {sorted(duplicates)} are set by more than one _base_ '
@@ -258,14 +278,17 @@ def _load_file(filename: str, chain: tuple) -> tuple:
         texts.extend(sub_texts)
     texts.append(f'{filename}\n{source}')
 
-    # The file sees the merged bases as ``_base_``; it gets a copy, so it cannot change them.
-    namespace = {BASE_KEY: ConfigDict(copy.deepcopy(base_dict))}
+    # While the file runs, ``_base_`` is the merged base config, and the child is merged into that
+    # same object afterwards: an in-place edit (``_base_.model.depth = 50``) counts, as in MMEngine.
+    base_cfg = ConfigDict(base_dict)
+    namespace = {BASE_KEY: base_cfg}
     exec(compile(tree, filename, 'exec'), namespace)
     child = {key: value for key, value in namespace.items()
              if key != BASE_KEY and not key.startswith('__')
              and not (inspect.ismodule(value) or inspect.isclass(value)
                       or inspect.isroutine(value))}
-    return _merge_a_into_b(child, base_dict, allow_list_keys=False), texts
+    child = _substitute_base_vars(child, base_var_dict, base_cfg, source, filename)
+    return _merge_a_into_b(child, base_cfg, allow_list_keys=False), texts
 
 
 def _pop_base_files(tree: ast.Module, filename: str) -> List[str]:

@@ -17,16 +17,18 @@ goes to ``torch.utils.data.DataLoader`` unchanged. Two rules carry the reproduci
 * when a seed is given, each worker is seeded with :func:`worker_init_fn`.
 
 Without ``collate_fn`` the batch is made by :func:`pseudo_collate` (lists, no stacking), as in
-MMEngine — a frequent surprise; name ``default_collate`` to get stacked tensors.
-Left out compared with MMEngine: ``full_init`` of lazily initialised datasets and the
-``disable_subprocess_warning`` option.
+MMEngine — a frequent surprise; name ``default_collate`` to get stacked tensors. A function named
+by a config (``collate_fn``, ``worker_init_fn``) is a ``functools.partial`` of it with the
+config's other keys, as in MMEngine. ``num_batch_per_epoch=n`` keeps the first
+``n * batch_size * world_size`` samples (a quick trial run of a big config).
+Left out compared with MMEngine: the ``disable_subprocess_warning`` option.
 """
 from functools import partial
 from typing import Any, Callable, Optional, Union
 
 from torch.utils.data import DataLoader
 
-from minimm.dist import get_rank
+from minimm.dist import get_rank, get_world_size
 from minimm.registry import DATA_SAMPLERS, DATASETS, FUNCTIONS
 
 from .utils import worker_init_fn as default_worker_init_fn
@@ -58,6 +60,12 @@ def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = 
 
     dataset_cfg = cfg.pop('dataset')
     dataset = DATASETS.build(dataset_cfg) if isinstance(dataset_cfg, dict) else dataset_cfg
+    if isinstance(dataset_cfg, dict) and hasattr(dataset, 'full_init'):
+        dataset.full_init()  # a lazily initialised dataset loads its annotations now
+    num_batch_per_epoch = cfg.pop('num_batch_per_epoch', None)
+    if num_batch_per_epoch is not None:
+        num_samples = num_batch_per_epoch * cfg.get('batch_size', 1) * get_world_size()
+        dataset = _SlicedDataset(dataset, num_samples)
 
     sampler_cfg = cfg.pop('sampler')
     if isinstance(sampler_cfg, dict):
@@ -97,12 +105,35 @@ def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = 
         **cfg)
 
 
+class _SlicedDataset:
+    """The first ``length`` samples of ``dataset``; other attributes (``metainfo``...) are the
+    dataset's."""
+
+    def __init__(self, dataset, length: int):
+        self._dataset = dataset
+        self._length = min(length, len(dataset))
+
+    def __getattr__(self, name):
+        if name == '_dataset':  # not set yet (unpickling in a worker): no recursion
+            raise AttributeError(name)
+        return getattr(self._dataset, name)
+
+    def __getitem__(self, idx):
+        if idx >= self._length:
+            raise IndexError(f'index {idx} is out of the first {self._length} samples')
+        return self._dataset[idx]
+
+    def __len__(self) -> int:
+        return self._length
+
+
 def _function_from_cfg(fn_cfg: Any, key: str) -> Callable:
-    """``dict(type=name or callable, **kwargs)`` -> callable with kwargs bound; a callable as is."""
+    """``dict(type=name or callable, **kwargs)`` -> ``partial(callable, **kwargs)``; a callable
+    as is."""
     if callable(fn_cfg):
         return fn_cfg
     if not isinstance(fn_cfg, dict) or 'type' not in fn_cfg:
-        raise TypeError(f'{key} must be a callable or a dict with a "type" key, but got {fn_cfg!r}')
+        raise TypeError(f'{key} should be a dict or callable object, but got {fn_cfg!r}')
     kwargs = dict(fn_cfg)
     fn_type = kwargs.pop('type')
     if isinstance(fn_type, str):
@@ -113,4 +144,4 @@ def _function_from_cfg(fn_cfg: Any, key: str) -> Callable:
         fn = fn_type
     else:
         raise TypeError(f'{key} type must be a str or a callable, but got {type(fn_type).__name__}')
-    return partial(fn, **kwargs) if kwargs else fn
+    return partial(fn, **kwargs)

@@ -20,17 +20,25 @@ same count — the normal case under DDP — the result is that count exactly. M
 divides in floating point and truncates toward zero when copying back (counts 1 and 4 give 2;
 here 3), and MMCV's in-place ``div_`` raises on modern torch. Bool tensors cannot be averaged.
 
-Left out compared with MMEngine: process groups, ``all_gather``, ``gather``, ``sync_random_seed``
-(see ``minimm/randomness.py``) and the reduce ops other than sum and mean.
-"""
-from typing import Iterable, List
+* :func:`all_gather` / :func:`gather` — every rank's tensor, as a list in rank order, on every
+  rank or on ``dst``; :func:`all_gather_object`, :func:`gather_object`, :func:`broadcast_object_list`
+  — the same for picklable Python objects.
+* :func:`all_reduce_dict` — :func:`all_reduce_params` over a dict's tensors, in sorted key order
+  so that every rank reduces the same tensors together.
+* :func:`sync_random_seed` — one random seed drawn on rank 0, shared by all ranks.
 
+Left out compared with MMEngine: process groups (the ``group`` arguments) and the reduce ops other
+than sum and mean.
+"""
+from typing import Any, Dict, Iterable, List, Optional
+
+import numpy as np
 import torch
 import torch.distributed as torch_dist
 from torch import Tensor
 
 from .. import ops
-from .utils import get_world_size
+from .utils import get_rank, get_world_size
 
 _OPS = ('sum', 'mean')
 
@@ -156,3 +164,81 @@ def all_reduce_params(params: Iterable[Tensor], coalesce: bool = True, bucket_si
             else:
                 _integer_mean_(total, world_size)
         ops.unpack_(total.to(flat.device), bucket, scale)
+
+
+def all_reduce_dict(data: Dict[str, Tensor], op: str = 'sum') -> None:
+    """All-reduce every tensor of ``data`` in place (``op`` as :func:`all_reduce`)."""
+    all_reduce_params([data[key] for key in sorted(data)], op=op)
+
+
+def all_gather(data: Tensor) -> List[Tensor]:
+    """Every rank's ``data`` (same shape and dtype on all ranks), as a list in rank order, on
+    ``data``'s device; ``[data]`` when not distributed."""
+    world_size = get_world_size()
+    if world_size == 1:
+        return [data]
+    on_device = _staged(data)
+    gather_list = [torch.empty_like(on_device) for _ in range(world_size)]
+    torch_dist.all_gather(gather_list, on_device)
+    return [t.to(data.device) for t in gather_list]
+
+
+def gather(data: Tensor, dst: int = 0) -> List[Tensor]:
+    """Every rank's ``data`` as a list in rank order on rank ``dst``; ``[]`` on the other
+    ranks; ``[data]`` when not distributed."""
+    world_size = get_world_size()
+    if world_size == 1:
+        return [data]
+    on_device = _staged(data)
+    if get_rank() == dst:
+        gather_list = [torch.empty_like(on_device) for _ in range(world_size)]
+        torch_dist.gather(on_device, gather_list, dst)
+        return [t.to(data.device) for t in gather_list]
+    torch_dist.gather(on_device, None, dst)
+    return []
+
+
+def all_gather_object(data: Any) -> List[Any]:
+    """Every rank's picklable ``data``, as a list in rank order; ``[data]`` when not
+    distributed."""
+    world_size = get_world_size()
+    if world_size == 1:
+        return [data]
+    gather_list: List[Any] = [None] * world_size
+    torch_dist.all_gather_object(gather_list, data)
+    return gather_list
+
+
+def gather_object(data: Any, dst: int = 0) -> Optional[List[Any]]:
+    """Every rank's picklable ``data`` as a list on rank ``dst``; None on the other ranks."""
+    world_size = get_world_size()
+    if world_size == 1:
+        return [data]
+    gather_list: Optional[List[Any]] = [None] * world_size if get_rank() == dst else None
+    torch_dist.gather_object(data, gather_list, dst)
+    return gather_list
+
+
+def broadcast_object_list(data: List[Any], src: int = 0) -> None:
+    """Overwrite the list ``data`` on every rank with rank ``src``'s items (picklable)."""
+    if not isinstance(data, list):
+        raise TypeError(f'broadcast_object_list takes a list, but got {type(data).__name__}')
+    if get_world_size() > 1:
+        torch_dist.broadcast_object_list(data, src)
+
+
+def sync_random_seed() -> int:
+    """Draw a random seed on rank 0 and give the same number to every rank.
+
+    Samplers shuffle with this seed when none is configured, so all ranks must get the *same*
+    permutation — otherwise the per-rank slices overlap and some samples are never seen.
+    The draw uses NumPy's global generator (``np.random.randint(2**31)``), as MMEngine does, so
+    seeding NumPy beforehand makes the result reproducible.
+    """
+    seed = np.random.randint(2**31)
+    if get_world_size() == 1:
+        return int(seed)
+    random_num = torch.tensor(seed if get_rank() == 0 else 0, dtype=torch.int32,
+                              device=_comm_device())
+    torch_dist.broadcast(random_num, src=0)
+    return int(random_num.item())

@@ -9,10 +9,11 @@ Left out compared with MMEngine: ``offline_evaluate`` and ``BaseDataElement`` co
 """
 from typing import Any, Optional, Sequence, Union
 
-from ..registry import METRICS
+from ..registry import EVALUATOR, METRICS
 from .metric import BaseMetric
 
 
+@EVALUATOR.register_module()
 class Evaluator:
     """A list of metrics fed and evaluated together.
 

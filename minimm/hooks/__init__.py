@@ -11,6 +11,8 @@ from .iter_timer_hook import IterTimerHook
 from .logger_hook import LoggerHook
 from .param_scheduler_hook import ParamSchedulerHook
 from .ema_hook import EMAHook
+from .ema_only_checkpoint_hook import EMAOnlyCheckpointHook
+from .raw_weights_eval_hook import RawWeightsEvalHook
 from .sync_buffers_hook import SyncBuffersHook
 from .empty_cache_hook import EmptyCacheHook
 from .early_stopping_hook import EarlyStoppingHook

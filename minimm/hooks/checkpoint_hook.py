@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 from ..dist import is_main_process, master_only
 from ..registry import HOOKS
-from ..runner.checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
+from ..checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
 from .hook import Hook
 from .metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_MAP, RULE_MAP,
                            infer_rule)

@@ -23,11 +23,10 @@ Priority: the optimizer steps inside ``train_step``, before any ``after_train_it
 MMCV 1.x puzzle of placing EMA between the optimizer and checkpoint hooks (mmcv#689) is gone; the
 class priority is NORMAL, and MMDetection's configs pin 49 to run it before the other NORMAL hooks.
 
-Two minimm additions, off by default so files and numbers match MMEngine, live in
-``ema_extras.py`` and use only the runner's public attributes: ``save_ema_checkpoint=True`` (an
-EMA-only ``<name>_ema.pth`` beside every checkpoint; ``after_train``, a stage MMEngine's EMAHook
-does not use, deletes the last orphaned one) and ``eval_raw_and_ema=True`` (the raw weights are
-evaluated too, logged as ``raw/<name>``).
+Two minimm additions are hooks of their own, added to ``custom_hooks`` beside this one (so that
+without them files and numbers are MMEngine's): ``EMAOnlyCheckpointHook`` (an EMA-only ``<name>_ema.pth`` beside every
+checkpoint) and ``RawWeightsEvalHook`` (the raw weights are evaluated too, logged as
+``raw/<name>``).
 
 Different from MMEngine, on purpose: bad ``begin_*`` arguments raise ValueError (MMEngine
 asserts); ``ema_state_dict`` is stored on the CPU like ``state_dict``; loading a checkpoint without
@@ -35,13 +34,12 @@ asserts); ``ema_state_dict`` is stored on the CPU like ``state_dict``; loading a
 nothing of the behaviour.
 """
 import itertools
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Optional
 
 import torch
 
+from ..checkpoint import load_state_dict, unwrap_model, weights_to_cpu
 from ..registry import HOOKS, MODELS
-from ..runner.checkpoint import load_state_dict, unwrap_model, weights_to_cpu
-from .ema_extras import EMAOnlyCheckpoints, evaluate_raw_weights
 from .hook import DATA_BATCH, Hook
 
 
@@ -55,8 +53,6 @@ class EMAHook(Hook):
         strict_load: load averaged weights from checkpoints strictly (default False, as MMEngine
             since v0.3, so checkpoints of slightly different models still load).
         begin_iter / begin_epoch: start averaging at this iteration / epoch (set at most one).
-        save_ema_checkpoint: also write ``<name>_ema.pth`` files (see ``ema_extras.py``).
-        eval_raw_and_ema: also evaluate the raw weights (see ``ema_extras.py``).
         **kwargs: for the averaged model: ``momentum`` (the weight of the *new* value, e.g.
             0.0002), ``interval``, ``device``, ``update_buffers``, ``gamma``.
     """
@@ -64,24 +60,25 @@ class EMAHook(Hook):
     priority = 'NORMAL'
 
     def __init__(self, ema_type: str = 'ExponentialMovingAverage', strict_load: bool = False,
-                 begin_iter: int = 0, begin_epoch: int = 0, save_ema_checkpoint: bool = False,
-                 eval_raw_and_ema: bool = False, **kwargs):
+                 begin_iter: int = 0, begin_epoch: int = 0, **kwargs):
+        for extra, hook in (('save_ema_checkpoint', 'EMAOnlyCheckpointHook'),
+                            ('eval_raw_and_ema', 'RawWeightsEvalHook')):
+            if extra in kwargs:
+                raise TypeError(f'EMAHook({extra}=...) is now a hook of its own: add '
+                                f"dict(type='{hook}') to custom_hooks beside EMAHook")
+        self.strict_load = strict_load
+        self.ema_cfg = dict(type=ema_type, **kwargs)
         if begin_iter != 0 and begin_epoch != 0:
             raise ValueError(f'`begin_iter` and `begin_epoch` should not be both set, but got '
                              f'begin_iter={begin_iter}, begin_epoch={begin_epoch}')
         if begin_iter < 0 or begin_epoch < 0:
             raise ValueError(f'`begin_iter` and `begin_epoch` must be >= 0, but got '
                              f'begin_iter={begin_iter}, begin_epoch={begin_epoch}')
-        self.strict_load = strict_load
-        self.ema_cfg = dict(type=ema_type, **kwargs)
         self.begin_iter = begin_iter
         self.begin_epoch = begin_epoch
         # Without begin_epoch, averaging starts by iteration (at iteration 0 by default).
-        self.enabled_by_epoch = begin_epoch > 0
-        self.ema_only_checkpoints = EMAOnlyCheckpoints() if save_ema_checkpoint else None
-        self.eval_raw_and_ema = eval_raw_and_ema
+        self.enabled_by_epoch = self.begin_epoch > 0
 
-    # ------------------------------------------------------------------ training
     def before_run(self, runner) -> None:
         self.src_model = unwrap_model(runner.model)
         self.ema_model = MODELS.build(self.ema_cfg, default_args=dict(model=self.src_model))
@@ -99,32 +96,20 @@ class EMAHook(Hook):
                          outputs: Optional[dict] = None) -> None:
         if self._ema_started(runner):
             self.ema_model.update_parameters(self.src_model)
-            return
-        # Not started yet: the copy follows the raw weights, and `steps` stays 0, so the first
-        # averaging call copies once more and averaging starts from the weights of that moment.
-        src_state = self.src_model.state_dict()
-        with torch.no_grad():
-            for name, tensor in self.ema_model.module.state_dict().items():
-                tensor.copy_(src_state[name])
+        else:
+            # Not started yet: the copy follows the raw weights and `steps` stays 0, so the
+            # first averaging call copies once more and averaging starts from that moment.
+            ema_params = self.ema_model.module.state_dict()
+            src_params = self.src_model.state_dict()
+            with torch.no_grad():
+                for name, param in ema_params.items():
+                    param.copy_(src_params[name])
 
-    def after_train(self, runner) -> None:
-        # minimm's extra: the last save's max_keep_ckpts deletion may have orphaned an EMA twin.
-        if self.ema_only_checkpoints is not None:
-            self.ema_only_checkpoints.prune()
-
-    def _ema_started(self, runner) -> bool:
-        if self.enabled_by_epoch:
-            return runner.epoch + 1 >= self.begin_epoch
-        return runner.iter + 1 >= self.begin_iter
-
-    # ------------------------------------------------------------------ evaluation
     def before_val_epoch(self, runner) -> None:
         self._swap_ema_parameters()
 
     def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
         self._swap_ema_parameters()
-        if self.eval_raw_and_ema and metrics is not None:
-            evaluate_raw_weights(runner, metrics)
 
     def before_test_epoch(self, runner) -> None:
         self._swap_ema_parameters()
@@ -132,45 +117,40 @@ class EMAHook(Hook):
     def after_test_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
         self._swap_ema_parameters()
 
-    def _swap_pairs(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
-        """(averaged, raw) tensor pairs that are swapped: the parameters, and the buffers too
-        when they are averaged (otherwise the copy's buffers mirror the model's anyway)."""
-        ema, src = self.ema_model.module, self.src_model
-        if self.ema_model.update_buffers:
-            return zip(itertools.chain(ema.parameters(), ema.buffers()),
-                       itertools.chain(src.parameters(), src.buffers()))
-        return zip(ema.parameters(), src.parameters())
-
-    @torch.no_grad()
-    def _swap_ema_parameters(self) -> None:
-        # Copy values, never rebind tensors: the averaging plan and the optimizer hold them.
-        for averaged, raw in self._swap_pairs():
-            tmp = averaged.clone()
-            averaged.copy_(raw)
-            raw.copy_(tmp)
-
-    # ------------------------------------------------------------------ checkpoints
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         checkpoint['ema_state_dict'] = weights_to_cpu(self.ema_model.state_dict())
-        # Swap dict entries, not tensors: state_dict now holds the EMA weights (to deploy),
-        # ema_state_dict the raw ones.
+        # Swap dict entries, not tensors (the state_dict shares the model's tensors): state_dict
+        # now holds the EMA weights, to deploy, and ema_state_dict the raw ones.
         self._swap_ema_state_dict(checkpoint)
-        if self.ema_only_checkpoints is not None:
-            self.ema_only_checkpoints.save(checkpoint, runner.checkpoint_path_being_saved)
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        if 'ema_state_dict' in checkpoint and runner.resuming:
+        if 'ema_state_dict' in checkpoint and runner._resume:
             # The file's state_dict holds the EMA weights: swap back, so the runner loads the raw
             # weights into the model, and restore the averaged model (with its `steps`).
             self._swap_ema_state_dict(checkpoint)
             self.ema_model.load_state_dict(checkpoint['ema_state_dict'], strict=self.strict_load)
-            return
-        if 'ema_state_dict' not in checkpoint:
-            action = 'Resuming from' if runner.resuming else 'Loading'
-            runner.logger.warning(f'{action} a checkpoint without `ema_state_dict`: EMAHook '
-                                  'starts the averaged model from a copy of its `state_dict`.')
-        load_state_dict(self.ema_model.module, checkpoint['state_dict'],
-                        strict=self.strict_load, logger=runner.logger)
+        else:
+            if 'ema_state_dict' not in checkpoint:
+                action = 'Resuming from' if runner._resume else 'Loading'
+                runner.logger.warning(f'{action} a checkpoint without `ema_state_dict`: EMAHook '
+                                      'starts the averaged model from a copy of its `state_dict`.')
+            load_state_dict(self.ema_model.module, checkpoint['state_dict'],
+                            strict=self.strict_load, logger=runner.logger)
+
+    @torch.no_grad()
+    def _swap_ema_parameters(self) -> None:
+        """Swap the values of the model's parameters (and buffers, when they are averaged;
+        otherwise the copy's buffers mirror the model's anyway) with the averaged model's."""
+        avg_param = (itertools.chain(self.ema_model.module.parameters(),
+                                     self.ema_model.module.buffers())
+                     if self.ema_model.update_buffers else self.ema_model.module.parameters())
+        src_param = (itertools.chain(self.src_model.parameters(), self.src_model.buffers())
+                     if self.ema_model.update_buffers else self.src_model.parameters())
+        # Copy values, never rebind tensors: the averaging plan and the optimizer hold them.
+        for p_avg, p_src in zip(avg_param, src_param):
+            tmp = p_avg.clone()
+            p_avg.copy_(p_src)
+            p_src.copy_(tmp)
 
     @staticmethod
     def _swap_ema_state_dict(checkpoint: dict) -> None:
@@ -180,3 +160,8 @@ class EMAHook(Hook):
             if key.startswith('module.'):
                 name = key[len('module.'):]
                 ema_state[key], model_state[name] = model_state[name], ema_state[key]
+
+    def _ema_started(self, runner) -> bool:
+        if self.enabled_by_epoch:
+            return runner.epoch + 1 >= self.begin_epoch
+        return runner.iter + 1 >= self.begin_iter

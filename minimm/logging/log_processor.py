@@ -27,7 +27,10 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
+from ..registry import LOG_PROCESSORS
 
+
+@LOG_PROCESSORS.register_module()
 class LogProcessor:
     """Format training/validation/test logs from the runner's MessageHub.
 
@@ -91,7 +94,8 @@ class LogProcessor:
         lr_str = ' '.join(lr_str_list)
 
         if not self.by_epoch and mode == 'train':
-            log_str = self._header(runner, mode, runner.iter + 1, runner.max_iters, align=True)
+            log_str = self._header(runner, mode, self._get_iter(runner, batch_idx), runner.max_iters,
+                                   align=True)
         else:
             log_str = self._header(runner, mode, batch_idx + 1,
                                    self._get_dataloader_size(runner, mode), align=True)
@@ -244,9 +248,21 @@ class LogProcessor:
             return runner.epoch if runner.train_loop_built else 0
         raise ValueError(f"_get_epoch only accepts 'train' or 'val', got {mode!r}")
 
-    @staticmethod
-    def _get_dataloader_size(runner, mode: str) -> int:
-        return len(getattr(runner, f'{mode}_loop').dataloader)
+    def _get_iter(self, runner, batch_idx: int) -> int:
+        """1-based iteration shown for training: within the epoch when ``by_epoch``, else the
+        global one."""
+        return batch_idx + 1 if self.by_epoch else runner.iter + 1
+
+    def _get_cur_loop(self, runner, mode: str):
+        """The runner's loop of ``mode`` (``'train'``, ``'val'`` or ``'test'``)."""
+        if mode == 'train':
+            return runner.train_loop
+        if mode == 'val':
+            return runner.val_loop
+        return runner.test_loop
+
+    def _get_dataloader_size(self, runner, mode: str) -> int:
+        return len(self._get_cur_loop(runner, mode).dataloader)
 
     @staticmethod
     def _get_max_memory(runner) -> int:

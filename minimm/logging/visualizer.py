@@ -16,11 +16,12 @@ import warnings
 from typing import Any, Dict, List, Optional, Union
 
 from ..dist.utils import master_only
-from ..registry import VISBACKENDS
+from ..registry import VISBACKENDS, VISUALIZERS
 from .manager import ManagerMixin
 from .vis_backend import BaseVisBackend
 
 
+@VISUALIZERS.register_module()
 class Visualizer(ManagerMixin):
     """Hold named backends and forward writes to all of them.
 

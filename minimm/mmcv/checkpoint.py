@@ -20,8 +20,8 @@ import torch
 import torch.nn as nn
 from torch.optim import Optimizer
 
-from minimm.runner.checkpoint import load_checkpoint_file
-from minimm.runner.checkpoint import save_checkpoint as save_checkpoint_file
+from minimm.checkpoint import load_checkpoint_file
+from minimm.checkpoint import save_checkpoint as save_checkpoint_file
 
 from .dist_utils import get_dist_info
 from .parallel import is_module_wrapper

@@ -3,4 +3,5 @@ from .base_model import BaseDataPreprocessor, BaseModel
 from .digits_cnn import DigitsCNN
 from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                              StochasticWeightAverage)
-from .wrappers import MMDistributedDataParallel
+from .utils import convert_sync_batchnorm, revert_sync_batchnorm
+from .wrappers import MMDistributedDataParallel, is_model_wrapper

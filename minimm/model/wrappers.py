@@ -8,6 +8,10 @@ gradients — the ranks would silently drift apart. So ``train_step`` here repea
 ``BaseModel.train_step`` but runs the loss forward through ``self(...)`` (the DDP forward).
 Validation and testing need no gradient synchronisation and simply delegate to the module.
 
+:func:`is_model_wrapper` says whether a model is one of the wrappers in ``MODEL_WRAPPERS``
+(torch's ``DistributedDataParallel`` and ``DataParallel``, and this class), which hooks ask before
+reaching for ``model.module``, as in MMEngine.
+
 Left out compared with MMEngine: ``detect_anomalous_params`` and the other wrappers (FSDP,
 DeepSpeed, ``MMSeparateDistributedDataParallel``).
 """
@@ -15,14 +19,25 @@ import inspect
 from typing import Dict, Optional, Sequence, Union
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
+import torch.nn as nn
+from torch.nn.parallel import DataParallel, DistributedDataParallel
 
+from ..registry import MODEL_WRAPPERS, Registry
 from .base_model import BaseModel
+
+MODEL_WRAPPERS.register_module(module=DistributedDataParallel)
+MODEL_WRAPPERS.register_module(module=DataParallel)
 
 _HAS_FORWARD_SYNC_BUFFERS = 'forward_sync_buffers' in inspect.signature(
     DistributedDataParallel.__init__).parameters
 
 
+def is_model_wrapper(model: nn.Module, registry: Registry = MODEL_WRAPPERS) -> bool:
+    """Whether ``model`` is an instance of a class registered in ``registry``."""
+    return isinstance(model, tuple(registry.module_dict.values()))
+
+
+@MODEL_WRAPPERS.register_module()
 class MMDistributedDataParallel(DistributedDataParallel):
     """DDP around a ``BaseModel``; ``train_step`` synchronises gradients.
 

@@ -1,15 +1,21 @@
-"""Building from config: how the Runner turns config dicts into a model, loops and optimizers.
+"""Building from config: how the Runner turns config dicts into its parts.
 
-Every ``Runner`` argument may be a built object or a config dict. The methods here (MMEngine 0.10's
-``Runner.build_*``, condensed) pass built objects through and build dicts through the registries
-(``MODELS``, ``LOOPS``) or the builders of the ``dataset``, ``evaluator`` and ``optim`` packages.
-The Runner calls them lazily, in ``train()``/``val()``/``test()``, so a runner for testing never
-builds an optimizer.
+Every ``Runner`` argument may be a built object or a config dict. The methods here are MMEngine
+0.10's ``Runner.build_*`` with MMEngine's signatures: each passes a built object through and
+builds a dict through a root registry (``MODELS``, ``MODEL_WRAPPERS``, ``LOOPS``, ``EVALUATOR``,
+``VISUALIZERS``, ``LOG_PROCESSORS``...) or the builders of the ``dataset`` and ``optim``
+packages. The Runner builds its logger, MessageHub, visualizer, log processor and model in
+``__init__``, and the loops, optim wrapper and schedulers lazily, in ``train()``/``val()``/
+``test()``, so a runner for testing never builds an optimizer.
 
-Left out compared with MMEngine: model-wrapper configs (DistributedDataParallel is chosen by the
-launcher), ``auto_scale_lr``, ``OptimWrapperDict`` and ``build_log_processor``/``build_logger``.
+Left out compared with MMEngine: ``auto_scale_lr``/``scale_lr`` and ``OptimWrapperDict`` (several
+optimizers). Different: ``build_logger``/``build_message_hub``/``build_visualizer`` make a new
+instance under the name (MMEngine's ``get_instance`` returns an older one of the same name), and
+no config dict passed in is changed (MMEngine fills in ``name``, ``type``... in place).
 """
-from typing import Optional
+import copy
+import os.path as osp
+from typing import Dict, List, Optional, Union
 
 import torch
 import torch.nn as nn
@@ -17,12 +23,15 @@ from torch.utils.data import DataLoader
 
 from ..dataset import build_dataloader
 from ..evaluator import Evaluator
-from ..logging import Visualizer
+from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
+from ..model import (MMDistributedDataParallel, convert_sync_batchnorm, is_model_wrapper,
+                     revert_sync_batchnorm)
 from ..optim import OptimWrapper, build_optim_wrapper
 from ..optim.scheduler import build_param_scheduler
-from ..registry import LOOPS, MODELS
-from .checkpoint import unwrap_model
-from .loops import BaseLoop, EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
+from ..checkpoint import unwrap_model
+from ..registry import EVALUATOR, LOG_PROCESSORS, LOOPS, MODEL_WRAPPERS, MODELS, VISUALIZERS
+from .base_loop import BaseLoop
+from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
 
 class BuildMixin:
@@ -34,62 +43,137 @@ class BuildMixin:
         it, so hooks can ask during a val-only or test-only run (MMEngine reads ``_train_loop``)."""
         return isinstance(self._train_loop, BaseLoop)
 
-    def _build_visualizer(self, visualizer) -> Visualizer:
+    def build_logger(self, log_level: Union[int, str] = 'INFO', log_file: Optional[str] = None,
+                     **kwargs) -> MMLogger:
+        """The run's MMLogger, named after the experiment, writing ``{log_dir}/{timestamp}.log``."""
+        if log_file is None:
+            log_file = osp.join(self._log_dir, f'{self.timestamp}.log')
+        log_cfg = dict(log_level=log_level, log_file=log_file, **kwargs)
+        log_cfg.setdefault('name', self._experiment_name)
+        log_cfg.setdefault('file_mode', 'a')
+        return MMLogger.create_instance(**log_cfg)
+
+    def build_message_hub(self, message_hub: Optional[Dict] = None) -> MessageHub:
+        """The run's MessageHub, named after the experiment unless ``message_hub`` names it."""
+        if message_hub is None:
+            message_hub = dict()
+        elif not isinstance(message_hub, dict):
+            raise TypeError(f'message_hub should be dict or None, but got {message_hub}')
+        message_hub = dict(message_hub)
+        message_hub.setdefault('name', self._experiment_name)
+        return MessageHub.create_instance(**message_hub)
+
+    def build_visualizer(self, visualizer: Union[Visualizer, Dict, None] = None) -> Visualizer:
+        """The run's Visualizer: ``visualizer`` itself, built from VISUALIZERS (``type``
+        defaults to ``'Visualizer'``), or by default one writing to a LocalVisBackend."""
         if isinstance(visualizer, Visualizer):
             return visualizer
-        cfg = dict(visualizer or dict(vis_backends=[dict(type='LocalVisBackend')]))
-        cfg.pop('type', None)
-        cfg.setdefault('name', self.experiment_name)
-        cfg.setdefault('save_dir', self.log_dir)
-        return Visualizer.create_instance(**cfg)
+        if visualizer is None:
+            visualizer = dict(type='Visualizer', vis_backends=[dict(type='LocalVisBackend')])
+        elif not isinstance(visualizer, dict):
+            raise TypeError('visualizer should be Visualizer object, a dict or None, '
+                            f'but got {visualizer}')
+        visualizer = dict(visualizer)
+        visualizer.setdefault('type', 'Visualizer')
+        visualizer.setdefault('name', self._experiment_name)
+        visualizer.setdefault('save_dir', self._log_dir)
+        return VISUALIZERS.build(visualizer)
 
-    def _build_model(self, model, data_preprocessor: Optional[dict]) -> nn.Module:
+    def build_log_processor(self, log_processor: Union[LogProcessor, Dict]) -> LogProcessor:
+        """A LogProcessor from LOG_PROCESSORS (``type`` defaults to ``'LogProcessor'``)."""
+        if isinstance(log_processor, LogProcessor):
+            return log_processor
+        if not isinstance(log_processor, dict):
+            raise TypeError('log_processor should be a LogProcessor object or dict, but got '
+                            f'{log_processor}')
+        cfg = dict(log_processor)
+        cfg.setdefault('type', 'LogProcessor')
+        return LOG_PROCESSORS.build(cfg)
+
+    def build_model(self, model: Union[nn.Module, Dict]) -> nn.Module:
         if isinstance(model, nn.Module):
             return model
         if not isinstance(model, dict):
-            raise TypeError(f'model must be an nn.Module or a config dict, but got {type(model)}')
-        model = dict(model)
-        if data_preprocessor is not None:
-            model.setdefault('data_preprocessor', data_preprocessor)
+            raise TypeError(f'model should be a nn.Module object or dict, but got {model}')
         return MODELS.build(model)
 
-    def _wrap_model(self, model: nn.Module) -> nn.Module:
-        """Move the model to the device; wrap it for DistributedDataParallel when distributed."""
+    def wrap_model(self, model_wrapper_cfg: Optional[Dict], model: nn.Module) -> nn.Module:
+        """Move the model to the device. Not distributed: turn SyncBatchNorm layers back into
+        BatchNorm. Distributed: apply ``cfg.sync_bn``, then wrap the model in
+        ``MMDistributedDataParallel``, or in the MODEL_WRAPPERS type ``model_wrapper_cfg`` names."""
+        if is_model_wrapper(model):
+            if model_wrapper_cfg is not None:
+                raise TypeError('model has been wrapped and "model_wrapper_cfg" should be None, '
+                                f'but got {model_wrapper_cfg}')
+            return model
         device = torch.device('cuda', torch.cuda.current_device()) if torch.cuda.is_available() \
             else torch.device('cpu')
         model = model.to(device)
         if not self.distributed:
-            return model
-        from ..model.wrappers import MMDistributedDataParallel
+            self.logger.info('Distributed training is not used, all SyncBatchNorm (SyncBN) '
+                             'layers in the model will be automatically reverted to BatchNormXd '
+                             'layers if they are used.')
+            return revert_sync_batchnorm(model)
+        if self.cfg.get('sync_bn') is not None:
+            model = convert_sync_batchnorm(model, self.cfg.get('sync_bn'))
         device_ids = [device.index] if device.type == 'cuda' else None
-        return MMDistributedDataParallel(module=model, device_ids=device_ids,
-                                         broadcast_buffers=False)
+        if model_wrapper_cfg is None:
+            return MMDistributedDataParallel(
+                module=model, device_ids=device_ids, broadcast_buffers=False,
+                find_unused_parameters=self.cfg.get('find_unused_parameters', False))
+        cfg = dict(model_wrapper_cfg)
+        cfg.setdefault('type', 'MMDistributedDataParallel')
+        wrapper_cls = MODEL_WRAPPERS.get(cfg['type'])
+        default_args = dict(module=model)
+        if isinstance(wrapper_cls, type) and \
+                issubclass(wrapper_cls, torch.nn.parallel.DistributedDataParallel):
+            default_args['device_ids'] = device_ids
+        return MODEL_WRAPPERS.build(cfg, default_args=default_args)
 
     def build_dataloader(self, dataloader, seed: Optional[int] = None,
-                         diff_rank_seed: bool = False) -> DataLoader:
+                         diff_rank_seed: Optional[bool] = None) -> DataLoader:
+        """``seed`` and ``diff_rank_seed`` default to the runner's ``randomness`` settings, which
+        the builder reads itself (MMEngine's loops read them from the runner and pass them in)."""
+        if seed is None:
+            seed = self.seed
+        if diff_rank_seed is None:
+            diff_rank_seed = self._randomness_cfg.get('diff_rank_seed', False)
         return build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
 
-    def build_evaluator(self, evaluator) -> Evaluator:
-        return evaluator if isinstance(evaluator, Evaluator) else Evaluator(evaluator)
+    def build_evaluator(self, evaluator: Union[Dict, List, Evaluator]) -> Evaluator:
+        """An Evaluator; a dict with ``metrics`` builds a custom one from EVALUATOR (``type``
+        defaults to ``'Evaluator'``), any other dict or list is the metrics of an Evaluator."""
+        if isinstance(evaluator, Evaluator):
+            return evaluator
+        if isinstance(evaluator, dict) and 'metrics' in evaluator:
+            cfg = dict(evaluator)
+            cfg.setdefault('type', 'Evaluator')
+            return EVALUATOR.build(cfg)
+        if isinstance(evaluator, (dict, list)):
+            return Evaluator(evaluator)
+        raise TypeError('evaluator should be one of dict, list of dict, and Evaluator, but got '
+                        f'{evaluator}')
 
     def build_optim_wrapper(self, optim_wrapper) -> OptimWrapper:
         return build_optim_wrapper(unwrap_model(self.model), optim_wrapper)
 
     def build_param_scheduler(self, scheduler) -> list:
-        """Build a scheduler config (or a list of them) against ``self.optim_wrapper``.
+        """Schedulers (a built one, a config, or a list of either) for ``self.optim_wrapper``.
 
         As MMEngine, a scheduler without ``end`` runs to the end of training (``max_epochs`` or
         ``max_iters`` by its ``by_epoch``), and ``convert_to_iter_based`` uses the train
-        dataloader's length as the epoch length.
+        dataloader's length as the epoch length. Built schedulers are passed through, so
+        calling this twice (``resume`` before ``train``) builds each scheduler once.
         """
-        if isinstance(scheduler, dict):
-            raise TypeError('param_scheduler must be a list of schedulers or configs here')
+        if not isinstance(self.optim_wrapper, OptimWrapper):
+            raise RuntimeError('`build_optim_wrapper` should be called before '
+                               '`build_param_scheduler` because the latter depends on the former')
         built = []
-        for item in scheduler:
+        for item in scheduler if isinstance(scheduler, (list, tuple)) else [scheduler]:
             if not isinstance(item, dict):
                 built.append(item)
                 continue
-            item = dict(item)
+            item = copy.deepcopy(item)
             if self.train_loop_built:
                 item.setdefault('end', self.max_epochs if item.get('by_epoch', True)
                                 else self.max_iters)
@@ -97,14 +181,14 @@ class BuildMixin:
                                                epoch_length=len(self.train_dataloader)))
         return built
 
-    def build_train_loop(self, loop) -> BaseLoop:
+    def build_train_loop(self, loop: Union[BaseLoop, Dict]) -> BaseLoop:
         if isinstance(loop, BaseLoop):
             return loop
         if not isinstance(loop, dict):
-            raise TypeError(f'train_cfg must be a dict or a loop, but got {type(loop)}')
+            raise TypeError(f'train_loop should be a Loop object or dict, but got {loop}')
         cfg = dict(loop)
         if 'type' in cfg and 'by_epoch' in cfg:
-            raise RuntimeError('only one of `type` or `by_epoch` can be set in train_cfg')
+            raise RuntimeError('Only one of `type` or `by_epoch` can exist in `loop_cfg`.')
         if 'type' in cfg:
             return LOOPS.build(cfg, default_args=dict(runner=self,
                                                    dataloader=self._train_dataloader))
@@ -120,11 +204,19 @@ class BuildMixin:
         loop_cls = EpochBasedTrainLoop if by_epoch else IterBasedTrainLoop
         return loop_cls(runner=self, dataloader=self._train_dataloader, **cfg)
 
+    def build_val_loop(self, loop: Union[BaseLoop, Dict]) -> BaseLoop:
+        return self._build_eval_loop(loop, 'val')
+
+    def build_test_loop(self, loop: Union[BaseLoop, Dict]) -> BaseLoop:
+        return self._build_eval_loop(loop, 'test')
+
     def _build_eval_loop(self, loop, mode: str) -> BaseLoop:
+        """``build_val_loop``/``build_test_loop``: ``type`` from LOOPS, else ValLoop/TestLoop,
+        with the ``mode``'s dataloader and evaluator."""
         if isinstance(loop, BaseLoop):
             return loop
         if not isinstance(loop, dict):
-            raise TypeError(f'{mode}_cfg must be a dict or a loop, but got {type(loop)}')
+            raise TypeError(f'{mode}_loop should be a Loop object or dict, but got {loop}')
         default_args = dict(runner=self, dataloader=getattr(self, f'_{mode}_dataloader'),
                             evaluator=getattr(self, f'_{mode}_evaluator'))
         cfg = dict(loop)

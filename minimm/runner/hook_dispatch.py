@@ -8,8 +8,9 @@ Read this file top to bottom to learn the whole hook machinery of MMEngine 0.10'
    number is lower or equal, so equal priorities keep registration order, and a default hook runs
    before a custom hook of the same priority.
 3. **Dispatch.** The loops call ``runner.call_hook(stage, **kwargs)``; the hooks that implement
-   that stage run in priority order. The list of hooks per stage is computed once, and recomputed
-   after any change to ``runner.hooks``.
+   that stage run in priority order, each through ``getattr(hook, stage)`` at that moment, as in
+   MMEngine (so a hook may rebind its method during a run). Which hooks implement a stage is
+   computed once per stage, and again after any change to ``runner.hooks``.
 
 Different from MMEngine: priorities are validated when a hook is registered, the caller's hook dict
 is never mutated, and an exception raised inside a hook keeps its class and gains a note naming the
@@ -38,7 +39,7 @@ class HookDispatchMixin:
 
     def _init_hooks(self, profile_hooks: bool = False) -> None:
         self._hooks: List[Hook] = []
-        self._dispatch: Dict[str, list] = {}
+        self._dispatch: Dict[str, List[Hook]] = {}
         self._dispatch_hooks: List[Hook] = []  # the hooks ``_dispatch`` was computed for
         self._hook_profiler = HookProfiler() if profile_hooks else None
 
@@ -97,33 +98,36 @@ class HookDispatchMixin:
         if custom_hooks is not None:
             self.register_custom_hooks(custom_hooks)
 
-    def _hooks_for(self, fn_name: str) -> list:
-        """The (hook, bound method) pairs to call for ``fn_name``, computed once per stage (and
-        again after ``runner.hooks`` changed, which one list comparison detects).
+    def _hooks_for(self, fn_name: str) -> List[Hook]:
+        """The hooks to call for ``fn_name``, computed once per stage (and again after
+        ``runner.hooks`` changed, which one list comparison detects).
 
-        For the standard stages only hooks that override the stage (directly or through a funnel
-        such as ``_after_iter``) are listed, so a stage no hook uses costs one dict lookup. Any
-        other name is dispatched as MMEngine does, to every hook that has such an attribute.
+        For the standard stages only hooks that implement the stage are listed: their class
+        overrides it (directly or through a funnel such as ``_after_iter``) or the instance has
+        its own attribute of that name, so a stage no hook uses costs one dict lookup. Any other
+        name is dispatched as MMEngine does, to every hook that has such an attribute.
         """
         if self._dispatch_hooks != self._hooks:
             self._dispatch.clear()
             self._dispatch_hooks = list(self._hooks)
-        methods = self._dispatch.get(fn_name)
-        if methods is None:
-            methods = [(hook, getattr(hook, fn_name)) for hook in self._hooks
-                       if (fn_name in hook.get_triggered_stages() or fn_name in vars(hook))
-                       or (fn_name not in Hook.stages and hasattr(hook, fn_name))]
-            self._dispatch[fn_name] = methods
-        return methods
+        hooks = self._dispatch.get(fn_name)
+        if hooks is None:
+            hooks = [hook for hook in self._hooks
+                     if (fn_name in hook.get_triggered_stages() or fn_name in vars(hook))
+                     or (fn_name not in Hook.stages and hasattr(hook, fn_name))]
+            self._dispatch[fn_name] = hooks
+        return hooks
 
     def call_hook(self, fn_name: str, **kwargs) -> None:
-        """Call stage ``fn_name`` on every hook that implements it, in priority order."""
-        for hook, method in self._hooks_for(fn_name):
+        """Call stage ``fn_name`` on every hook that implements it, in priority order; the
+        method is looked up on the hook at each call, as MMEngine does."""
+        for hook in self._hooks_for(fn_name):
             try:
                 if self._hook_profiler is None:
-                    method(self, **kwargs)
+                    getattr(hook, fn_name)(self, **kwargs)
                 else:
-                    self._hook_profiler.call(hook, fn_name, method, self, **kwargs)
+                    self._hook_profiler.call(hook, fn_name, getattr(hook, fn_name), self,
+                                             **kwargs)
             except BaseException as e:
                 # The exception keeps its class (callers may catch it); the note says where
                 # (add_note exists from Python 3.11 on; older Pythons just re-raise).

@@ -12,32 +12,20 @@ The call sequence is MMEngine 0.10's, stage for stage:
     ValLoop / TestLoop: before_val, before_val_epoch, (before_val_iter, val_step, after_val_iter)*,
         evaluate, after_val_epoch(metrics), after_val.
 
-Left out compared with MMEngine: ``dynamic_intervals``, fp16 validation, validation losses, and the
-2-second sleep MMEngine's infinite iterator takes between epochs (a multi-worker deadlock guard).
+``dynamic_intervals`` (``[(milestone, interval), ...]``) changes ``val_interval`` as training
+passes each milestone. Left out compared with MMEngine: validation losses, and the 2-second sleep MMEngine's infinite iterator takes between epochs (a multi-worker deadlock guard).
 """
+import bisect
 import logging
-from typing import Dict, Optional, Union
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader
 
+from ..evaluator import BaseMetric
 from ..registry import LOOPS
-
-
-class BaseLoop:
-    """Holds the runner and a dataloader (built from a dict by the runner when needed)."""
-
-    def __init__(self, runner, dataloader: Union[DataLoader, dict]):
-        self.runner = runner
-        if isinstance(dataloader, dict):
-            diff_rank_seed = runner._randomness_cfg.get('diff_rank_seed', False)
-            self.dataloader = runner.build_dataloader(dataloader, seed=runner.seed,
-                                                      diff_rank_seed=diff_rank_seed)
-        else:
-            self.dataloader = dataloader
-
-    def run(self):
-        raise NotImplementedError
+from .base_loop import BaseLoop
+from .utils import calc_dynamic_intervals
 
 
 def _describe(outputs) -> str:
@@ -56,29 +44,48 @@ class BaseTrainLoop(BaseLoop):
 
     An epoch-based loop is given ``max_epochs`` (``max_iters`` follows from the dataloader's
     length); an iteration-based one ``max_iters``, and the whole run counts as one epoch, as in
-    MMEngine. ``epoch``, ``iter``, ``max_epochs`` and ``max_iters`` are plain attributes where
-    MMEngine has read-only properties over private counters: nothing is computed, and a resumed
-    run sets ``epoch`` and ``iter`` directly.
+    MMEngine. As in MMEngine, the counters live in ``_epoch``/``_iter`` (``_max_epochs``/
+    ``_max_iters``) behind read-only properties: the loop advances them, and a resumed run (or a
+    hook, or a test) sets the private ones.
     """
 
     def __init__(self, runner, dataloader, val_begin: int, val_interval: int,
-                 max_epochs: Optional[int] = None, max_iters: Optional[int] = None):
+                 max_epochs: Optional[int] = None, max_iters: Optional[int] = None,
+                 dynamic_intervals: Optional[List[Tuple[int, int]]] = None):
         super().__init__(runner, dataloader)
         if len(self.dataloader) == 0:
             raise ValueError('train_dataloader has no batches: its dataset is empty, or smaller '
                              'than batch_size with drop_last=True')
         if max_epochs is not None:
-            self.max_epochs = _non_negative_int('max_epochs', max_epochs)
-            self.max_iters = self.max_epochs * len(self.dataloader)
+            self._max_epochs = _non_negative_int('max_epochs', max_epochs)
+            self._max_iters = self._max_epochs * len(self.dataloader)
         else:
-            self.max_iters = _non_negative_int('max_iters', max_iters)
-            self.max_epochs = 1
-        self.epoch = 0
-        self.iter = 0
+            self._max_iters = _non_negative_int('max_iters', max_iters)
+            self._max_epochs = 1
+        self._epoch = 0
+        self._iter = 0
         self.val_begin = val_begin
         self.val_interval = val_interval
         # Set by EarlyStoppingHook to end training after the current epoch (or iteration).
         self.stop_training = False
+        self.dynamic_milestones, self.dynamic_intervals = calc_dynamic_intervals(
+            self.val_interval, dynamic_intervals)
+
+    @property
+    def max_epochs(self) -> int:
+        return self._max_epochs
+
+    @property
+    def max_iters(self) -> int:
+        return self._max_iters
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def iter(self) -> int:
+        return self._iter
 
     def run_iter(self, idx: int, data_batch) -> None:
         self.runner.call_hook('before_train_iter', batch_idx=idx, data_batch=data_batch)
@@ -90,7 +97,7 @@ class BaseTrainLoop(BaseLoop):
                            f'BaseModel.train_step does), but got {_describe(outputs)}')
         self.runner.call_hook('after_train_iter', batch_idx=idx, data_batch=data_batch,
                               outputs=outputs)
-        self.iter += 1
+        self._iter += 1
 
     def _should_validate(self, done: int, total: int) -> bool:
         """Validate after ``done`` of ``total`` epochs (or iterations) when there is a val loop,
@@ -105,14 +112,17 @@ class EpochBasedTrainLoop(BaseTrainLoop):
     ``e % val_interval == 0`` or it is the last epoch."""
 
     def __init__(self, runner, dataloader, max_epochs: int, val_begin: int = 1,
-                 val_interval: int = 1):
-        super().__init__(runner, dataloader, val_begin, val_interval, max_epochs=max_epochs)
+                 val_interval: int = 1,
+                 dynamic_intervals: Optional[List[Tuple[int, int]]] = None):
+        super().__init__(runner, dataloader, val_begin, val_interval, max_epochs=max_epochs,
+                         dynamic_intervals=dynamic_intervals)
 
     def run(self) -> torch.nn.Module:
         self.runner.call_hook('before_train')
-        while self.epoch < self.max_epochs and not self.stop_training:
+        while self._epoch < self._max_epochs and not self.stop_training:
             self.run_epoch()
-            if self._should_validate(self.epoch, self.max_epochs):
+            self._decide_current_val_interval()
+            if self._should_validate(self._epoch, self._max_epochs):
                 self.runner.val_loop.run()
         self.runner.call_hook('after_train')
         return self.runner.model
@@ -123,7 +133,12 @@ class EpochBasedTrainLoop(BaseTrainLoop):
         for idx, data_batch in enumerate(self.dataloader):
             self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')
-        self.epoch += 1
+        self._epoch += 1
+
+    def _decide_current_val_interval(self) -> None:
+        """The ``dynamic_intervals`` entry for the next epoch becomes ``val_interval``."""
+        step = bisect.bisect(self.dynamic_milestones, self._epoch + 1)
+        self.val_interval = self.dynamic_intervals[step - 1]
 
 
 class _InfiniteDataloaderIterator:
@@ -156,91 +171,110 @@ class IterBasedTrainLoop(BaseTrainLoop):
     dataloader is iterated forever (a resumed run first skips the batches already trained on)."""
 
     def __init__(self, runner, dataloader, max_iters: int, val_begin: int = 1,
-                 val_interval: int = 1000):
-        super().__init__(runner, dataloader, val_begin, val_interval, max_iters=max_iters)
+                 val_interval: int = 1000,
+                 dynamic_intervals: Optional[List[Tuple[int, int]]] = None):
+        super().__init__(runner, dataloader, val_begin, val_interval, max_iters=max_iters,
+                         dynamic_intervals=dynamic_intervals)
         self.dataloader_iterator = _InfiniteDataloaderIterator(self.dataloader)
 
     def run(self) -> torch.nn.Module:
         self.runner.call_hook('before_train')
         self.runner.call_hook('before_train_epoch')
-        if self.iter > 0:
+        if self._iter > 0:
             # Resumed: skip the batches that were already trained on, so the data order matches
             # an uninterrupted run.
             self.runner.logger.log(logging.WARNING,
-                                   f'Advance dataloader {self.iter} steps to skip data that '
+                                   f'Advance dataloader {self._iter} steps to skip data that '
                                    'has already been trained')
-            for _ in range(self.iter):
+            for _ in range(self._iter):
                 next(self.dataloader_iterator)
-        while self.iter < self.max_iters and not self.stop_training:
+        while self._iter < self._max_iters and not self.stop_training:
             self.runner.model.train()
-            # The global iteration is the batch index, as in MMEngine.
-            self.run_iter(self.iter, next(self.dataloader_iterator))
-            if self._should_validate(self.iter, self.max_iters):
+            self.run_iter(next(self.dataloader_iterator))
+            self._decide_current_val_interval()
+            if self._should_validate(self._iter, self._max_iters):
                 self.runner.val_loop.run()
         self.runner.call_hook('after_train_epoch')
         self.runner.call_hook('after_train')
         return self.runner.model
 
+    def run_iter(self, data_batch) -> None:
+        """One iteration; the global iteration is the batch index, as in MMEngine."""
+        super().run_iter(self._iter, data_batch)
+
+    def _decide_current_val_interval(self) -> None:
+        """The ``dynamic_intervals`` entry for the next iteration becomes ``val_interval``."""
+        step = bisect.bisect(self.dynamic_milestones, self._iter + 1)
+        self.val_interval = self.dynamic_intervals[step - 1]
+
 
 class _EvalLoop(BaseLoop):
-    """The shared body of ValLoop and TestLoop; ``mode`` names the stages ('val' or 'test')."""
+    """What ValLoop and TestLoop share: the evaluator and one pass over the batches. Each of them
+    writes out its own ``run`` and ``run_iter``, as MMEngine does, so every stage name is literal."""
 
-    mode = 'val'
-
-    def __init__(self, runner, dataloader, evaluator):
+    def __init__(self, runner, dataloader, evaluator, fp16: bool = False):
         super().__init__(runner, dataloader)
+        # A lone metric is accepted as the one metric of an Evaluator (MMEngine asserts).
+        if isinstance(evaluator, BaseMetric):
+            evaluator = [evaluator]
         self.evaluator = runner.build_evaluator(evaluator)
+        self.fp16 = fp16
         metainfo = getattr(self.dataloader.dataset, 'metainfo', None)
         if metainfo is not None:
             self.evaluator.dataset_meta = metainfo
 
-    def run(self) -> Dict[str, float]:
-        mode = self.mode
-        self.runner.call_hook(f'before_{mode}')
-        self.runner.call_hook(f'before_{mode}_epoch')
-        metrics = self.evaluate_model()
-        self.runner.call_hook(f'after_{mode}_epoch', metrics=metrics)
-        self.runner.call_hook(f'after_{mode}')
-        return metrics
-
-    def evaluate_model(self, iter_hooks: bool = True) -> Dict[str, float]:
-        """One pass over the dataloader with the model's current weights, then
-        ``evaluator.evaluate``. ``iter_hooks=False`` skips the per-iteration stages, for a second
-        pass inside an epoch (EMAHook's ``eval_raw_and_ema``)."""
+    def _run_batches(self) -> Dict[str, float]:
+        """``run_iter`` on every batch in eval mode, then ``evaluator.evaluate``."""
         self.runner.model.eval()
         for idx, data_batch in enumerate(self.dataloader):
-            if iter_hooks:
-                self.run_iter(idx, data_batch)
-            else:
-                self.predict(data_batch)
+            self.run_iter(idx, data_batch)
         return self.evaluator.evaluate(len(self.dataloader.dataset))
 
-    @torch.no_grad()
-    def run_iter(self, idx: int, data_batch) -> None:
-        mode = self.mode
-        self.runner.call_hook(f'before_{mode}_iter', batch_idx=idx, data_batch=data_batch)
-        outputs = self.predict(data_batch)
-        self.runner.call_hook(f'after_{mode}_iter', batch_idx=idx, data_batch=data_batch,
-                              outputs=outputs)
-
-    @torch.no_grad()
-    def predict(self, data_batch):
-        """``val_step``/``test_step`` on one batch; the outputs go to the evaluator."""
-        outputs = getattr(self.runner.model, f'{self.mode}_step')(data_batch)
-        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
-        return outputs
+    def _autocast(self):
+        """autocast (float16 on a GPU, bfloat16 on a CPU) when ``fp16``, as MMEngine's loops."""
+        device_type = 'cuda' if torch.cuda.is_available() else 'cpu'
+        return torch.autocast(device_type=device_type, enabled=self.fp16)
 
 
 @LOOPS.register_module()
 class ValLoop(_EvalLoop):
     """One pass over the validation set, then ``evaluator.evaluate``."""
 
-    mode = 'val'
+    def run(self) -> Dict[str, float]:
+        self.runner.call_hook('before_val')
+        self.runner.call_hook('before_val_epoch')
+        metrics = self._run_batches()
+        self.runner.call_hook('after_val_epoch', metrics=metrics)
+        self.runner.call_hook('after_val')
+        return metrics
+
+    @torch.no_grad()
+    def run_iter(self, idx: int, data_batch) -> None:
+        self.runner.call_hook('before_val_iter', batch_idx=idx, data_batch=data_batch)
+        with self._autocast():
+            outputs = self.runner.model.val_step(data_batch)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self.runner.call_hook('after_val_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)
 
 
 @LOOPS.register_module()
 class TestLoop(_EvalLoop):
     """One pass over the test set, then ``evaluator.evaluate``."""
 
-    mode = 'test'
+    def run(self) -> Dict[str, float]:
+        self.runner.call_hook('before_test')
+        self.runner.call_hook('before_test_epoch')
+        metrics = self._run_batches()
+        self.runner.call_hook('after_test_epoch', metrics=metrics)
+        self.runner.call_hook('after_test')
+        return metrics
 
+    @torch.no_grad()
+    def run_iter(self, idx: int, data_batch) -> None:
+        self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=data_batch)
+        with self._autocast():
+            outputs = self.runner.model.test_step(data_batch)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)

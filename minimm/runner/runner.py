@@ -13,13 +13,15 @@ The Runner's other ideas each have their own file, mixed into the class here:
 
 * ``hook_dispatch.py``: the default hooks, ``register_hook`` (ordering by priority), ``call_hook``;
 * ``builders.py``: ``build_*`` (model, dataloaders, loops, optim wrapper, schedulers);
-* ``checkpointing.py``: ``save_checkpoint``, ``load_checkpoint``, ``resume``, ``load_or_resume``;
+* ``resume.py``: ``save_checkpoint``, ``load_checkpoint``, ``resume``, ``load_or_resume``;
 * ``loops.py``: when each stage is called.
 
-Left out compared with MMEngine: ``auto_scale_lr``, ``default_scope``, model-wrapper configs,
-strategies (FSDP/DeepSpeed), ``OptimWrapperDict`` (several optimizers), ``compile`` and
-activation checkpointing. Different: the attributes that MMEngine exposes as read-only properties
-without computing anything (``work_dir``, ``seed``, ``rank``...) are plain attributes here.
+Left out compared with MMEngine: ``auto_scale_lr`` (enabling it is an error), scopes
+(``default_scope`` is kept as a name only), strategies (FSDP/DeepSpeed), ``OptimWrapperDict``
+(several optimizers), ``compile`` and activation checkpointing. Different: most attributes that
+MMEngine exposes as read-only properties without computing anything (``work_dir``, ``seed``,
+``rank``...) are plain attributes here; ``experiment_name`` and ``log_dir`` keep MMEngine's
+``_experiment_name``/``_log_dir`` behind them, because code outside the Runner uses those.
 """
 import contextlib
 import copy
@@ -41,14 +43,15 @@ from .. import model as _models  # noqa: F401
 from ..config import Config
 from ..dist import get_dist_info, master_only
 from ..hooks import Hook
-from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
+from ..logging import Visualizer
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
+from ..registry import RUNNERS
 from .builders import BuildMixin
-from .checkpoint import unwrap_model
-from .checkpointing import CheckpointMixin, parse_load_from
+from ..checkpoint import unwrap_model
+from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
-from .loops import BaseLoop
+from .base_loop import BaseLoop
 
 ConfigType = Union[dict, Config]
 
@@ -67,6 +70,7 @@ def _from_train_loop(name: str) -> property:
                     doc=f'``train_loop.{name}``, or 0 when the runner has no train_cfg.')
 
 
+@RUNNERS.register_module()
 class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     """Train, validate and test a model with hooks (MMEngine 0.10's ``Runner``, condensed).
 
@@ -97,7 +101,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  val_dataloader: Union[DataLoader, dict, None] = None,
                  test_dataloader: Union[DataLoader, dict, None] = None,
                  train_cfg: Optional[dict] = None, val_cfg: Optional[dict] = None,
-                 test_cfg: Optional[dict] = None,
+                 test_cfg: Optional[dict] = None, auto_scale_lr: Optional[dict] = None,
                  optim_wrapper: Union[OptimWrapper, dict, None] = None,
                  param_scheduler=None, val_evaluator=None, test_evaluator=None,
                  default_hooks: Optional[Dict[str, Union[Hook, dict, None]]] = None,
@@ -107,8 +111,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  resume: Union[bool, str] = False, launcher: str = 'none',
                  env_cfg: Optional[dict] = None, log_processor: Optional[dict] = None,
                  log_level: str = 'INFO', visualizer: Union[Visualizer, dict, None] = None,
-                 randomness: Optional[dict] = None, experiment_name: Optional[str] = None,
-                 cfg: Optional[ConfigType] = None, profile_hooks: bool = False):
+                 default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
+                 experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
+                 profile_hooks: bool = False):
         self.work_dir = osp.abspath(work_dir)
         os.makedirs(self.work_dir, exist_ok=True)
         if cfg is None:
@@ -120,6 +125,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
+        if (auto_scale_lr or {}).get('enable', False):
+            raise ValueError('auto_scale_lr is not supported by minimm: scale the lr in the '
+                             'optimizer config')
         _all_or_none('val_dataloader, val_cfg, val_evaluator',
                      [val_dataloader, val_cfg, val_evaluator])
         _all_or_none('test_dataloader, test_cfg, test_evaluator',
@@ -136,42 +144,41 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self._test_loop = test_cfg
         self._test_evaluator = test_evaluator
 
-        if isinstance(resume, str):  # minimm extension: resume='path/to/ckpt.pth'
-            load_from, resume = resume, True
-        self._load_from, self._trust_checkpoint = parse_load_from(load_from)
-        # Whether this run resumes training (EMAHook reads it to decide how to load EMA weights).
-        self.resuming = bool(resume)
-        self._has_loaded = False
-
         self.launcher = launcher
-        self._setup_env(env_cfg or dict(dist_cfg=dict(backend='nccl')))
+        self.setup_env(env_cfg or dict(dist_cfg=dict(backend='nccl')))
         self._randomness_cfg = dict(randomness or dict(seed=None))
         self.seed = set_random_seed(**self._randomness_cfg)
 
         self.timestamp = self._shared_timestamp()
         if experiment_name is not None:
-            self.experiment_name = f'{experiment_name}_{self.timestamp}'
+            self._experiment_name = f'{experiment_name}_{self.timestamp}'
         elif self.cfg.filename is not None:
             stem = osp.splitext(osp.basename(self.cfg.filename))[0]
-            self.experiment_name = f'{stem}_{self.timestamp}'
+            self._experiment_name = f'{stem}_{self.timestamp}'
         else:
-            self.experiment_name = self.timestamp
-        self.log_dir = osp.join(self.work_dir, self.timestamp)
-        os.makedirs(self.log_dir, exist_ok=True)
+            self._experiment_name = self.timestamp
+        self._log_dir = osp.join(self.work_dir, self.timestamp)
+        os.makedirs(self._log_dir, exist_ok=True)
+        # Kept as a name only: minimm has no registry scopes (see the README's "Left out").
+        self.default_scope = default_scope
 
-        # Fresh instances even if an earlier runner used the same name (MMEngine would share them).
-        self.logger = MMLogger.create_instance(self.experiment_name, log_level=log_level,
-                                               log_file=osp.join(self.log_dir,
-                                                                 f'{self.timestamp}.log'),
-                                               file_mode='a')
-        self.message_hub = MessageHub.create_instance(self.experiment_name)
-        self.visualizer = self._build_visualizer(visualizer)
-        self.log_processor = (log_processor if isinstance(log_processor, LogProcessor) else
-                              LogProcessor(**(log_processor or {})))
+        self.log_processor = self.build_log_processor(log_processor or dict())
+        self.logger = self.build_logger(log_level=log_level)
+        self.message_hub = self.build_message_hub()
+        self.visualizer = self.build_visualizer(visualizer)
 
-        self.model = self._wrap_model(self._build_model(model, data_preprocessor))
+        if isinstance(resume, str):  # minimm extension: resume='path/to/ckpt.pth'
+            load_from, resume = resume, True
+        self._load_from, self._trust_checkpoint = parse_load_from(load_from)
+        # Whether this run resumes training (EMAHook reads it to decide how to load EMA weights).
+        self._resume = bool(resume)
+        self._has_loaded = False
 
-        self.checkpoint_path_being_saved: Optional[str] = None
+        if isinstance(model, dict) and data_preprocessor is not None:
+            model = dict(model)
+            model.setdefault('data_preprocessor', data_preprocessor)
+        self.model = self.wrap_model(self.cfg.get('model_wrapper_cfg'), self.build_model(model))
+
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
         self._log_env()
@@ -185,19 +192,27 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         if 'model' not in cfg or 'work_dir' not in cfg:
             raise KeyError('a runner config needs at least `model` and `work_dir`')
         keys = ('train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg', 'val_cfg',
-                'test_cfg', 'optim_wrapper', 'param_scheduler', 'val_evaluator', 'test_evaluator',
-                'default_hooks', 'custom_hooks', 'data_preprocessor', 'load_from', 'env_cfg',
-                'log_processor', 'visualizer', 'randomness', 'experiment_name')
+                'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator',
+                'test_evaluator', 'default_hooks', 'custom_hooks', 'data_preprocessor',
+                'load_from', 'env_cfg', 'log_processor', 'visualizer', 'experiment_name')
+        # profile_hooks is minimm's own: passed only when set, so that a Runner subclass written
+        # for MMEngine's keywords can still be built by from_cfg.
+        extra = dict(profile_hooks=True) if cfg.get('profile_hooks', False) else {}
         return cls(model=cfg['model'], work_dir=cfg['work_dir'],
                    resume=cfg.get('resume', False), launcher=cfg.get('launcher', 'none'),
                    log_level=cfg.get('log_level', 'INFO'),
-                   profile_hooks=cfg.get('profile_hooks', False), cfg=cfg,
-                   **{key: cfg.get(key) for key in keys})
+                   default_scope=cfg.get('default_scope', 'mmengine'),
+                   randomness=cfg.get('randomness', dict(seed=None)), cfg=cfg,
+                   **{key: cfg.get(key) for key in keys}, **extra)
 
     # ------------------------------------------------------------------ computed attributes
     @property
     def model_name(self) -> str:
         return type(unwrap_model(self.model)).__name__
+
+    # MMEngine's read-only properties over private attributes that code reaches for by name.
+    experiment_name = property(attrgetter('_experiment_name'))
+    log_dir = property(attrgetter('_log_dir'))
 
     epoch = _from_train_loop('epoch')
     iter = _from_train_loop('iter')
@@ -214,13 +229,13 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     @property
     def val_loop(self) -> Optional[BaseLoop]:
         if self._val_loop is not None:
-            self._val_loop = self._build_eval_loop(self._val_loop, 'val')
+            self._val_loop = self.build_val_loop(self._val_loop)
         return self._val_loop
 
     @property
     def test_loop(self) -> Optional[BaseLoop]:
         if self._test_loop is not None:
-            self._test_loop = self._build_eval_loop(self._test_loop, 'test')
+            self._test_loop = self.build_test_loop(self._test_loop)
         return self._test_loop
 
     # MMEngine's shortcuts to an attribute of a loop (which reading them builds, if need be).
@@ -231,9 +246,13 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     val_begin = property(attrgetter('train_loop.val_begin'))
 
     # ------------------------------------------------------------------ environment
-    def _setup_env(self, env_cfg: dict) -> None:
+    def setup_env(self, env_cfg: dict) -> None:
+        """Start the process group for ``launcher='pytorch'``; ``env_cfg.cudnn_benchmark``.
+        (``env_cfg.mp_cfg`` is accepted and not applied: see the README's "Left out".)"""
         if self.launcher not in ('none', 'pytorch'):
             raise ValueError(f"launcher must be 'none' or 'pytorch', but got {self.launcher!r}")
+        if env_cfg.get('cudnn_benchmark'):
+            torch.backends.cudnn.benchmark = True
         if self.launcher != 'none':
             from ..dist import init_dist, is_distributed
             if not is_distributed():
@@ -254,17 +273,16 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         """Build the train loop, optimizer and schedulers, then run ``before_run``, load or
         resume, the train loop (with validation) and ``after_run``."""
         if self._train_loop is None:
-            raise RuntimeError('cannot train: the runner has no train_dataloader, train_cfg and '
+            raise RuntimeError('`self._train_loop` should not be None when calling train '
+                               'method: the runner has no train_dataloader, train_cfg and '
                                'optim_wrapper')
         with self._closing_on_failure():
             self._train_loop = self.build_train_loop(self._train_loop)
             self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
             if self.param_schedulers is not None:
-                self.param_schedulers = self.build_param_scheduler(
-                    self.param_schedulers if isinstance(self.param_schedulers, (list, tuple))
-                    else [self.param_schedulers])
+                self.param_schedulers = self.build_param_scheduler(self.param_schedulers)
             if self._val_loop is not None:
-                self._val_loop = self._build_eval_loop(self._val_loop, 'val')
+                self._val_loop = self.build_val_loop(self._val_loop)
             self.call_hook('before_run')
             self._init_model_weights()
             self.load_or_resume()
@@ -295,8 +313,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     def _evaluate(self, mode: str) -> dict:
         loop = getattr(self, f'_{mode}_loop')
         if loop is None:
-            raise RuntimeError(f'cannot {mode}: the runner has no {mode}_dataloader, {mode}_cfg '
-                               f'and {mode}_evaluator')
+            raise RuntimeError(f'`self._{mode}_loop` should not be None when calling {mode} '
+                               f'method: the runner has no {mode}_dataloader, {mode}_cfg and '
+                               f'{mode}_evaluator')
         with self._closing_on_failure():
             setattr(self, f'_{mode}_loop', self._build_eval_loop(loop, mode))
             self.call_hook('before_run')

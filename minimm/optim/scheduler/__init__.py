@@ -1,17 +1,19 @@
 """Parameter schedulers (learning rate, momentum); importing this registers them all."""
 from .builder import build_param_scheduler
-from .cosine import (CosineAnnealingLR, CosineAnnealingMomentum, CosineAnnealingParamScheduler,
-                     CosineRestartLR, CosineRestartMomentum, CosineRestartParamScheduler)
-from .decay import (ExponentialLR, ExponentialMomentum, ExponentialParamScheduler,
-                    MultiStepLR, MultiStepMomentum, MultiStepParamScheduler, PolyLR,
-                    PolyMomentum, PolyParamScheduler, StepLR, StepMomentum, StepParamScheduler)
-from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
-from .one_cycle import OneCycleLR, OneCycleParamScheduler
+from .cosine import CosineAnnealingParamScheduler, CosineRestartParamScheduler
+from .decay import (ExponentialParamScheduler, MultiStepParamScheduler, PolyParamScheduler,
+                    StepParamScheduler)
+from .lr_scheduler import (ConstantLR, CosineAnnealingLR, CosineRestartLR, ExponentialLR,
+                           LinearLR, LRSchedulerMixin, MultiStepLR, OneCycleLR, PolyLR,
+                           ReduceOnPlateauLR, StepLR)
+from .momentum_scheduler import (ConstantMomentum, CosineAnnealingMomentum, CosineRestartMomentum,
+                                 ExponentialMomentum, LinearMomentum, MomentumSchedulerMixin,
+                                 MultiStepMomentum, PolyMomentum, ReduceOnPlateauMomentum,
+                                 StepMomentum)
+from .one_cycle import OneCycleParamScheduler
 from .param_scheduler import INF, _ParamScheduler
-from .reduce_on_plateau import (ReduceOnPlateauLR, ReduceOnPlateauMomentum,
-                                ReduceOnPlateauParamScheduler)
-from .warmup import (ConstantLR, ConstantMomentum, ConstantParamScheduler, LinearLR,
-                     LinearMomentum, LinearParamScheduler)
+from .reduce_on_plateau import ReduceOnPlateauParamScheduler
+from .warmup import ConstantParamScheduler, LinearParamScheduler
 
 __all__ = [
     'build_param_scheduler', 'INF', '_ParamScheduler', 'LRSchedulerMixin',

@@ -1,4 +1,5 @@
-"""Cosine schedules: CosineAnnealing and CosineRestart (and their LR/Momentum forms).
+"""Cosine schedules: CosineAnnealing and CosineRestart (their LR and momentum
+forms are in ``lr_scheduler.py`` and ``momentum_scheduler.py``).
 
 CosineAnnealing, run alone, with ``t = last_step``:
 
@@ -17,7 +18,6 @@ from typing import List, Optional, Sequence
 
 from ...registry import PARAM_SCHEDULERS
 from .formulas import annealing_target, period_index
-from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
 
 
@@ -98,23 +98,3 @@ class CosineRestartParamScheduler(_ParamScheduler):
                 eta_min = annealing_target(self.eta_min, self.eta_min_ratio, base_value)
                 values.append(_cosine_step(value, eta_min, step, self.periods[idx]))
         return values
-
-
-@PARAM_SCHEDULERS.register_module()
-class CosineAnnealingLR(LRSchedulerMixin, CosineAnnealingParamScheduler):
-    """CosineAnnealingParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class CosineAnnealingMomentum(MomentumSchedulerMixin, CosineAnnealingParamScheduler):
-    """CosineAnnealingParamScheduler on ``momentum``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class CosineRestartLR(LRSchedulerMixin, CosineRestartParamScheduler):
-    """CosineRestartParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class CosineRestartMomentum(MomentumSchedulerMixin, CosineRestartParamScheduler):
-    """CosineRestartParamScheduler on ``momentum``."""

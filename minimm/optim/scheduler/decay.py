@@ -1,4 +1,5 @@
-"""Decay schedules: Step, MultiStep, Exponential and Poly (and their LR/Momentum forms).
+"""Decay schedules: Step, MultiStep, Exponential and Poly (their LR and momentum
+forms are in ``lr_scheduler.py`` and ``momentum_scheduler.py``).
 
 Run alone, with ``t = last_step`` (steps since ``begin``) and ``T = end - begin - 1``:
 
@@ -13,7 +14,6 @@ from collections import Counter
 from typing import List
 
 from ...registry import PARAM_SCHEDULERS
-from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
 
 
@@ -91,43 +91,3 @@ class PolyParamScheduler(_ParamScheduler):
         # (1 - t/T)^p / (1 - (t-1)/T)^p, written as MMEngine does for identical rounding.
         factor = (1 - 1 / (self.total_iters - self.last_step + 1)) ** self.power
         return [(v - self.eta_min) * factor + self.eta_min for v in self._current_values()]
-
-
-@PARAM_SCHEDULERS.register_module()
-class StepLR(LRSchedulerMixin, StepParamScheduler):
-    """StepParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class StepMomentum(MomentumSchedulerMixin, StepParamScheduler):
-    """StepParamScheduler on ``momentum``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class MultiStepLR(LRSchedulerMixin, MultiStepParamScheduler):
-    """MultiStepParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class MultiStepMomentum(MomentumSchedulerMixin, MultiStepParamScheduler):
-    """MultiStepParamScheduler on ``momentum``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class ExponentialLR(LRSchedulerMixin, ExponentialParamScheduler):
-    """ExponentialParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class ExponentialMomentum(MomentumSchedulerMixin, ExponentialParamScheduler):
-    """ExponentialParamScheduler on ``momentum``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class PolyLR(LRSchedulerMixin, PolyParamScheduler):
-    """PolyParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class PolyMomentum(MomentumSchedulerMixin, PolyParamScheduler):
-    """PolyParamScheduler on ``momentum``."""

@@ -15,7 +15,6 @@ from typing import List, Optional, Sequence, Union
 from ...registry import PARAM_SCHEDULERS
 from .formulas import (ANNEAL_FUNCS, check_anneal_strategy, format_param, one_cycle_phase,
                        one_cycle_phase_ends)
-from .mixins import LRSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
 
 
@@ -86,8 +85,3 @@ class OneCycleParamScheduler(_ParamScheduler):
         phase = self._schedule_phases[idx]
         return [anneal(group[phase['start_lr']], group[phase['end_lr']], pct)
                 for group in self.optimizer.param_groups]
-
-
-@PARAM_SCHEDULERS.register_module()
-class OneCycleLR(LRSchedulerMixin, OneCycleParamScheduler):
-    """OneCycleParamScheduler on ``lr``."""

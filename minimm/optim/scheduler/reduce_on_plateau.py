@@ -16,7 +16,6 @@ from typing import Dict, Sequence, Union
 
 from ...registry import PARAM_SCHEDULERS
 from ..optim_wrapper import OptimWrapper
-from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
 
 
@@ -138,13 +137,3 @@ class ReduceOnPlateauParamScheduler(_ParamScheduler):
         if self.threshold_rule == 'rel':
             return a > best * (self.threshold + 1.)
         return a > best + self.threshold
-
-
-@PARAM_SCHEDULERS.register_module()
-class ReduceOnPlateauLR(LRSchedulerMixin, ReduceOnPlateauParamScheduler):
-    """ReduceOnPlateauParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class ReduceOnPlateauMomentum(MomentumSchedulerMixin, ReduceOnPlateauParamScheduler):
-    """ReduceOnPlateauParamScheduler on ``momentum``."""

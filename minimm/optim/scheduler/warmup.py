@@ -1,4 +1,5 @@
-"""Warm-up schedules: ConstantParamScheduler and LinearParamScheduler (and their LR/Momentum forms).
+"""Warm-up schedules: ConstantParamScheduler and LinearParamScheduler (their
+LR and momentum forms are in ``lr_scheduler.py`` and ``momentum_scheduler.py``).
 
 Both scale the starting value by a factor for the window ``[begin, end)`` and hand back the full
 value when it closes, which is what a warm-up is: a few small-lr steps before the main schedule.
@@ -10,7 +11,6 @@ With ``t = last_step`` and ``T = end - begin - 1`` (the window's last step), run
 Note that with the default ``end=INF`` the constant factor never ends: set ``end``.
 """
 from ...registry import PARAM_SCHEDULERS
-from .mixins import LRSchedulerMixin, MomentumSchedulerMixin
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
 
 
@@ -60,23 +60,3 @@ class LinearParamScheduler(_ParamScheduler):
         ratio = 1. + delta / (self.total_iters * self.start_factor
                               + (self.last_step - 1) * delta)
         return self._scaled_values(ratio)
-
-
-@PARAM_SCHEDULERS.register_module()
-class ConstantLR(LRSchedulerMixin, ConstantParamScheduler):
-    """ConstantParamScheduler on ``lr``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class ConstantMomentum(MomentumSchedulerMixin, ConstantParamScheduler):
-    """ConstantParamScheduler on ``momentum``."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class LinearLR(LRSchedulerMixin, LinearParamScheduler):
-    """LinearParamScheduler on ``lr``: the usual warm-up."""
-
-
-@PARAM_SCHEDULERS.register_module()
-class LinearMomentum(MomentumSchedulerMixin, LinearParamScheduler):
-    """LinearParamScheduler on ``momentum``."""

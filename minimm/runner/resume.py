@@ -1,6 +1,6 @@
 """Checkpointing in the Runner: what a checkpoint holds, and how loading and resuming use it.
 
-``checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
+``minimm/checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
 ``Runner.load_or_resume``/``load_checkpoint``/``resume``/``save_checkpoint``) decide what goes into
 a checkpoint and what is restored from it:
 
@@ -28,9 +28,9 @@ from ..dist import master_only
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from .checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
-                         load_checkpoint_to_model, resume_candidates, save_checkpoint,
-                         unwrap_model, weights_to_cpu)
+from ..checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
+                          load_checkpoint_to_model, resume_candidates, save_checkpoint,
+                          unwrap_model, weights_to_cpu)
 
 
 def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
@@ -56,12 +56,12 @@ class CheckpointMixin:
         """
         if self._has_loaded:
             return
-        if self.resuming and self._load_from is None:
+        if self._resume and self._load_from is None:
             latest = find_latest_checkpoint(self.work_dir)
             self.logger.info(f'Auto resumed from the latest checkpoint {latest}.')
             if latest is not None:
                 self._resume_newest_readable(latest)
-        elif self.resuming:
+        elif self._resume:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
             self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
@@ -101,9 +101,9 @@ class CheckpointMixin:
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
         checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
         meta = checkpoint['meta']
-        # The counters are plain attributes of the loop (MMEngine sets its private _epoch/_iter).
-        self.train_loop.epoch = meta['epoch']
-        self.train_loop.iter = meta['iter']
+        # The loop's counters are read-only properties over these, as in MMEngine.
+        self.train_loop._epoch = meta['epoch']
+        self.train_loop._iter = meta['iter']
         resumed_seed = meta.get('seed')
         if resumed_seed is not None and resumed_seed != self._randomness_cfg.get('seed'):
             if self._randomness_cfg.get('seed') is not None:
@@ -127,6 +127,9 @@ class CheckpointMixin:
                                 'schedulers, so none are resumed')
         if resume_param_scheduler and 'param_schedulers' in checkpoint \
                 and self.param_schedulers is not None:
+            # resume() may come before train() built them (as MMEngine's tests call it).
+            self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
+            self.param_schedulers = self.build_param_scheduler(self.param_schedulers)
             for scheduler, state in zip(self.param_schedulers, checkpoint['param_schedulers']):
                 scheduler.load_state_dict(state)
         self._has_loaded = True
@@ -138,9 +141,7 @@ class CheckpointMixin:
                         meta: Optional[dict] = None, by_epoch: bool = True,
                         backend_args=None) -> None:
         """Write ``out_dir/filename`` (rank 0 only). Hooks see the dict in
-        ``before_save_checkpoint`` and may change it before it is written; meanwhile
-        ``runner.checkpoint_path_being_saved`` names the file (for hooks that write a companion
-        file, as EMAHook's ``save_ema_checkpoint``), and is None otherwise."""
+        ``before_save_checkpoint`` and may change it before it is written."""
         if meta is None:
             meta = {}
         elif not isinstance(meta, dict):
@@ -175,9 +176,5 @@ class CheckpointMixin:
             save_param_scheduler = False
         if save_param_scheduler:
             checkpoint['param_schedulers'] = [s.state_dict() for s in self.param_schedulers]
-        self.checkpoint_path_being_saved = osp.join(out_dir, filename)
-        try:
-            self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
-            save_checkpoint(checkpoint, self.checkpoint_path_being_saved)
-        finally:
-            self.checkpoint_path_being_saved = None
+        self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
+        save_checkpoint(checkpoint, osp.join(out_dir, filename))

@@ -1,5 +1,9 @@
 """Registry: map a config's ``type`` string to a class or function, then build it.
 
+The package is laid out as MMEngine's ``mmengine/registry/``: this file holds the ``Registry``
+class, ``build_functions.py`` the functions that build from a config (``build_from_cfg``,
+``build_runner_from_cfg``), ``root.py`` the root registries the Runner builds through.
+
 This file teaches the one idea every OpenMMLab config relies on: a config is plain data
 (``dict(type='StepLR', step_size=2)``), and a *registry* turns the ``type`` name into the callable
 that builds the object. Classes join a registry with a decorator::
@@ -19,14 +23,7 @@ without touching the caller's dict, and an error message that says what to do.
 """
 import difflib
 import importlib
-import inspect
 from typing import Any, Callable, Dict, List, Optional, Union
-
-__all__ = [
-    'Registry', 'build_from_cfg', 'HOOKS', 'MODELS', 'DATASETS', 'DATA_SAMPLERS',
-    'OPTIMIZERS', 'OPTIM_WRAPPERS', 'PARAM_SCHEDULERS', 'METRICS', 'LOOPS',
-    'VISBACKENDS', 'FUNCTIONS', 'import_object'
-]
 
 CUSTOM_IMPORT_HINT = ("If it is a custom module, make sure the file that registers it is imported: "
                       "add `custom_imports = dict(imports=['my_package.my_module'])` to the config, "
@@ -44,7 +41,11 @@ class Registry:
     def __init__(self, name: str, build_func: Optional[Callable] = None):
         self.name = name
         self._module_dict: Dict[str, Callable] = {}
-        self.build_func = build_func or build_from_cfg
+        if build_func is None:
+            # Imported here, as MMEngine does: build_functions.py imports this file.
+            from .build_functions import build_from_cfg
+            build_func = build_from_cfg
+        self.build_func = build_func
 
     def __len__(self) -> int:
         return len(self._module_dict)
@@ -70,9 +71,10 @@ class Registry:
             obj = import_object(key)
         return obj
 
-    def build(self, cfg: Any, default_args: Optional[dict] = None) -> Any:
-        """Build an object from ``cfg`` (a dict with ``type``), filling gaps from ``default_args``."""
-        return self.build_func(cfg, registry=self, default_args=default_args)
+    def build(self, cfg: Any, *args, **kwargs) -> Any:
+        """Build an object from ``cfg`` (a dict with ``type``) with ``build_func``; for
+        ``build_from_cfg``, ``default_args=`` fills the keys ``cfg`` lacks."""
+        return self.build_func(cfg, *args, **kwargs, registry=self)
 
     def _register_module(self, module: Callable, module_name: Union[str, List[str], None],
                          force: bool) -> None:
@@ -130,76 +132,3 @@ def import_object(path: str) -> Optional[Callable]:
     except ImportError:
         return None
     return obj if callable(obj) else None
-
-
-def build_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = None) -> Any:
-    """Build an object from a config dict.
-
-    ``cfg['type']`` is a registered name or a callable; the other keys are keyword arguments.
-    ``default_args`` fill in keys that ``cfg`` does not set. Neither dict is mutated.
-    A constructor that rejects its arguments is re-raised naming the type, so a typo in a config
-    key points back at the config entry that holds it.
-    """
-    if not isinstance(cfg, dict):
-        raise TypeError(f'cfg must be a dict, but got {type(cfg)}')
-    if 'type' not in cfg and (default_args is None or 'type' not in default_args):
-        raise KeyError(f'`cfg` or `default_args` must contain the key "type", but got {cfg}\n'
-                       f'{default_args}')
-    args = dict(cfg)
-    for key, value in (default_args or {}).items():
-        args.setdefault(key, value)
-    obj_type = args.pop('type')
-    if isinstance(obj_type, str):
-        obj_cls = registry.get(obj_type)
-        if obj_cls is None:
-            raise KeyError(registry.not_found_message(obj_type))
-    elif callable(obj_type):
-        obj_cls = obj_type
-    else:
-        raise TypeError(f'type must be a str or a callable, but got {type(obj_type)}')
-    try:
-        return obj_cls(**args)
-    except TypeError as e:
-        name = getattr(obj_cls, '__name__', repr(obj_cls))
-        # Only rewrap errors from the call itself (bad keyword), not from deep inside __init__.
-        if _is_signature_error(obj_cls, args):
-            raise TypeError(f'{name} (from {registry.name} config {cfg!r}): {e}') from e
-        raise
-
-
-def _is_signature_error(obj_cls: Callable, args: dict) -> bool:
-    try:
-        inspect.signature(obj_cls).bind(**args)
-    except TypeError:
-        return True
-    except ValueError:  # builtins without a signature
-        return False
-    return False
-
-
-# The root registries, named as MMEngine's ``mmengine.registry.root``.
-HOOKS = Registry('hook')
-MODELS = Registry('model')
-DATASETS = Registry('dataset')
-DATA_SAMPLERS = Registry('data sampler')
-OPTIMIZERS = Registry('optimizer')
-OPTIM_WRAPPERS = Registry('optim wrapper')
-PARAM_SCHEDULERS = Registry('parameter scheduler')
-METRICS = Registry('metric')
-LOOPS = Registry('loop')
-VISBACKENDS = Registry('vis_backend')
-FUNCTIONS = Registry('function')
-
-
-def _register_torch_optimizers() -> None:
-    """Pre-fill OPTIMIZERS with every optimizer class in ``torch.optim`` (as MMEngine does)."""
-    import torch
-
-    for name in dir(torch.optim):
-        obj = getattr(torch.optim, name)
-        if inspect.isclass(obj) and issubclass(obj, torch.optim.Optimizer) \
-                and obj is not torch.optim.Optimizer:
-            OPTIMIZERS.register_module(name=name, module=obj)
-
-
-_register_torch_optimizers()

@@ -1,0 +1,199 @@
+"""Checkpoint files: save atomically, load safely, find what to resume, load weights into a model.
+
+What a checkpoint holds is decided by ``Runner.save_checkpoint`` (``runner/resume.py``); this file
+only moves dicts to and from disk, with three safety rules, all stricter than MMEngine 0.10:
+
+* **No data is lost on a crash.** A checkpoint is written to a temporary file in the same folder,
+  flushed to disk, then renamed over the target (a rename within a folder is atomic), and the
+  folder is flushed so the rename itself survives a power cut. A reader sees either the old file
+  or the whole new one, never half a file, and a failed write leaves no temporary file behind.
+  ``last_checkpoint`` is written the same way, and only after the checkpoint it names exists.
+* **Loading runs no code.** Files are read with ``torch.load(weights_only=True)``, so everything
+  minimm writes is first converted to plain data (``minimm/plain_data.py``). A file that needs
+  arbitrary unpickling (MMEngine's, or an old torchvision one) is refused with a message naming
+  the opt-in for trusted files (``trusted=True``).
+* **A bad file is named.** Every read error says which file and why; ``resume_candidates`` lists
+  the older checkpoints to fall back to when the newest one cannot be read.
+
+Left out compared with MMEngine: file backends (``backend_args``), URLs and ``open-mmlab://`` names.
+"""
+import glob
+import os
+import os.path as osp
+import pickle
+import re
+import tempfile
+from collections import OrderedDict
+from typing import List, Optional
+
+import torch
+import torch.nn as nn
+
+from .plain_data import to_plain_data
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file that cannot be read; the message names the file and the reason."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """A checkpoint file that does not exist (a ``FileNotFoundError``, as MMEngine raises)."""
+
+
+def _file_mode() -> int:
+    # mkstemp creates files 0600; a checkpoint gets the mode open() would give it (0666 less the
+    # umask). The umask can only be read by setting it, so it is set back at once.
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _atomic_write(path: str, write) -> None:
+    """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    folder = osp.dirname(osp.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    prefix = f'.{osp.basename(path)}.'
+    # Left by a process killed while writing this same file (it could not clean up).
+    for stale in glob.glob(osp.join(glob.escape(folder), glob.escape(prefix) + '*.tmp')):
+        os.remove(stale)
+    fd, tmp_path = tempfile.mkstemp(prefix=prefix, suffix='.tmp', dir=folder)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp_path, _file_mode())
+        os.replace(tmp_path, path)
+    except BaseException:
+        if osp.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
+    if os.name == 'posix':
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def save_checkpoint(checkpoint: dict, filename: str) -> None:
+    """Write ``checkpoint`` to ``filename`` atomically, as plain data (a value with no plain form
+    is a TypeError naming its key, raised before anything is written)."""
+    checkpoint = to_plain_data(checkpoint, where='checkpoint')
+    _atomic_write(filename, lambda f: torch.save(checkpoint, f))
+
+
+def write_last_checkpoint(work_dir: str, ckpt_path: str) -> None:
+    """Record ``ckpt_path`` in ``work_dir/last_checkpoint`` (what ``resume=True`` reads)."""
+    _atomic_write(osp.join(work_dir, 'last_checkpoint'), lambda f: f.write(ckpt_path.encode()))
+
+
+def find_latest_checkpoint(work_dir: str) -> Optional[str]:
+    """The path stored in ``work_dir/last_checkpoint``, or None when there is none."""
+    save_file = osp.join(work_dir, 'last_checkpoint')
+    if not osp.exists(save_file):
+        return None
+    with open(save_file) as f:
+        path = f.read().strip()
+    return path or None
+
+
+def resume_candidates(latest: str) -> List[str]:
+    """``latest``, then the older checkpoints named like it, newest first.
+
+    "Named like it" means the same name with another number (``epoch_3.pth`` -> ``epoch_2.pth``,
+    ``epoch_1.pth``), so best, published and EMA-only files, which cannot resume a run, are not
+    candidates.
+    """
+    folder, name = osp.split(latest)
+    numbers = list(re.finditer(r'\d+', name))
+    if not numbers:
+        return [latest]
+    last = numbers[-1]
+    pattern = re.compile(re.escape(name[:last.start()]) + r'(\d+)' + re.escape(name[last.end():]))
+    older = []
+    for other in os.listdir(folder) if osp.isdir(folder) else []:
+        match = pattern.fullmatch(other)
+        if match and int(match.group(1)) < int(last.group()):
+            older.append((int(match.group(1)), osp.join(folder, other)))
+    return [latest] + [path for _, path in sorted(older, reverse=True)]
+
+
+def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = False) -> dict:
+    """Read a checkpoint with ``weights_only=True`` (``trusted=True``: any pickle; only for files
+    from a trusted source). Any failure is a ``CheckpointError`` naming the file and the reason."""
+    if not osp.isfile(filename):
+        raise CheckpointNotFoundError(f'checkpoint file {filename!r} does not exist')
+    try:
+        checkpoint = torch.load(filename, map_location=map_location, weights_only=not trusted)
+    except pickle.UnpicklingError as e:
+        needed = re.search(r'Unsupported global: GLOBAL (\S+)', str(e))
+        if needed is None or trusted:
+            raise CheckpointError(f'cannot read checkpoint {filename!r}: {e}') from e
+        raise CheckpointError(
+            f'checkpoint {filename!r} needs arbitrary unpickling (it holds a {needed.group(1)} '
+            'object, as checkpoints written by MMEngine do), which can run code from the file. '
+            'Only if you trust the file, load it with load_from=dict(path=..., trusted=True) '
+            '(or `minimm train/test --trust-checkpoint`).') from None
+    except Exception as e:
+        raise CheckpointError(f'cannot read checkpoint {filename!r} (truncated or corrupt?): '
+                              f'{type(e).__name__}: {e}') from e
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f'no state dict found in checkpoint file {filename!r}')
+    return checkpoint
+
+
+def weights_to_cpu(state_dict: dict) -> OrderedDict:
+    """A copy of ``state_dict`` with every tensor on the CPU (so a GPU run's file loads anywhere)."""
+    return OrderedDict((k, v.detach().cpu()) for k, v in state_dict.items())
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The model inside a DistributedDataParallel (or any wrapper with ``.module``) wrapper."""
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+    return model.module if isinstance(model, (DataParallel, DistributedDataParallel)) else model
+
+
+def load_state_dict(module: nn.Module, state_dict: dict, strict: bool = False,
+                    logger=None) -> None:
+    """Load ``state_dict`` into ``module``, as MMEngine 0.10's ``load_state_dict``.
+
+    Tensors whose shape differs from the module's are skipped (the fine-tuning case: another
+    ``num_classes``). Unexpected, missing and mismatched keys are reported in one message, a
+    warning with ``strict=False`` (the default) and a RuntimeError with ``strict=True``.
+    """
+    own = module.state_dict()
+    mismatched = [key for key, value in state_dict.items()
+                  if key in own and hasattr(value, 'shape') and value.shape != own[key].shape]
+    loadable = OrderedDict((k, v) for k, v in state_dict.items() if k not in mismatched)
+    missing, unexpected = module.load_state_dict(loadable, strict=False)
+    missing = [key for key in missing if key not in mismatched]
+    errors = []
+    if unexpected:
+        errors.append(f'unexpected key in source state_dict: {", ".join(unexpected)}')
+    if missing:
+        errors.append(f'missing keys in source state_dict: {", ".join(missing)}')
+    errors += [f'size mismatch for {key}: copying a param with shape '
+               f'{tuple(state_dict[key].shape)} from checkpoint, the shape in current model is '
+               f'{tuple(own[key].shape)}.' for key in mismatched]
+    if not errors:
+        return
+    message = '\n'.join(['The model and loaded state dict do not match exactly'] + errors)
+    if strict:
+        raise RuntimeError(message)
+    if logger is not None:
+        logger.warning(message)
+
+
+def load_checkpoint_to_model(model: nn.Module, checkpoint: dict, strict: bool = False,
+                             revise_keys=((r'^module\.', ''), ), logger=None) -> dict:
+    """Load ``checkpoint['state_dict']`` (or the whole dict if it has none) into ``model``.
+
+    ``revise_keys`` are (pattern, replacement) pairs applied to every key; the default strips the
+    ``module.`` prefix that DistributedDataParallel adds.
+    """
+    state_dict = checkpoint.get('state_dict', checkpoint)
+    for pattern, replacement in revise_keys:
+        state_dict = OrderedDict((re.sub(pattern, replacement, k), v) for k, v in state_dict.items())
+    load_state_dict(unwrap_model(model), state_dict, strict=strict, logger=logger)
+    return checkpoint

@@ -1,0 +1,100 @@
+"""The shape of the package that README.md and DESIGN promise: sizes and import arrows.
+
+Read statically (``ast``), so these tests import nothing from minimm.
+"""
+import ast
+import os
+import os.path as osp
+
+import pytest
+
+ROOT = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'minimm')
+
+# The learner's core path, in reading order, as README.md lists it ("start here"). Edit this list
+# (and the README's) when a file is split: an entry may be a file or a package folder.
+CORE_PATH = [
+    'registry/registry.py',
+    'hooks/hook.py',
+    'runner/priority.py',
+    'runner/hook_dispatch.py',
+    'runner/loops.py',
+    'runner/runner.py',
+]
+CORE_PATH_LIMIT = 1000
+FILE_LIMIT = 350
+
+
+def _non_blank_lines(path: str) -> int:
+    with open(path, encoding='utf-8') as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _python_files(entry: str):
+    path = osp.join(ROOT, entry)
+    if osp.isfile(path):
+        return [path]
+    return sorted(osp.join(folder, name) for folder, _, names in os.walk(path)
+                  for name in names if name.endswith('.py'))
+
+
+def _all_python_files():
+    return _python_files('.')
+
+
+def _imported_modules(path: str):
+    """The absolute names of the minimm modules that ``path`` imports (at any depth)."""
+    package = osp.relpath(osp.dirname(path), osp.dirname(ROOT)).split(os.sep)
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                module = '.'.join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            names.append(module)
+            names += [f'{module}.{alias.name}' for alias in node.names]
+    return [name for name in names if name == 'minimm' or name.startswith('minimm.')]
+
+
+def test_core_path_fits_an_afternoon():
+    sizes = {entry: sum(_non_blank_lines(p) for p in _python_files(entry)) for entry in CORE_PATH}
+    assert all(sizes.values()), f'a core-path entry is missing: {sizes}'
+    assert sum(sizes.values()) <= CORE_PATH_LIMIT, sizes
+
+
+def test_core_path_is_the_readme_reading_list():
+    root = osp.dirname(ROOT)
+    for doc in ('README.md', osp.join('tutorials', 'README.md')):
+        with open(osp.join(root, doc), encoding='utf-8') as f:
+            text = f.read()
+        missing = [entry for entry in CORE_PATH if f'minimm/{entry}' not in text]
+        assert not missing, f'{doc} does not list {missing} in its reading list'
+
+
+@pytest.mark.parametrize('path', _all_python_files(), ids=lambda p: osp.relpath(p, ROOT))
+def test_no_file_over_the_limit(path):
+    assert _non_blank_lines(path) <= FILE_LIMIT
+
+
+def test_hooks_do_not_import_the_runner():
+    for path in _python_files('hooks'):
+        upward = [m for m in _imported_modules(path) if m.startswith('minimm.runner')]
+        assert not upward, f'{osp.relpath(path, ROOT)} imports {upward}'
+
+
+def test_checkpoint_io_is_the_lowest_floor():
+    above = ('minimm.hooks', 'minimm.runner', 'minimm.mmcv', 'minimm.model', 'minimm.optim')
+    imports = _imported_modules(osp.join(ROOT, 'checkpoint.py'))
+    assert imports, 'the import parser found nothing (it should see minimm.plain_data)'
+    assert not [m for m in imports if m.startswith(above)], imports
+
+
+def test_the_import_parser_sees_relative_imports():
+    # The oracle for the two tests above: ema_hook.py's own lines, resolved by hand.
+    imports = _imported_modules(osp.join(ROOT, 'hooks', 'ema_hook.py'))
+    assert 'minimm.checkpoint' in imports and 'minimm.hooks.hook' in imports
