@@ -1,4 +1,4 @@
-"""Plain data: what ``torch.load(weights_only=True)`` can read back, and converting to it.
+"""Plain data: what ``torch.load(weights_only=True)`` and JSON can read back, and converting to it.
 
 minimm loads every checkpoint with ``weights_only=True``, which unpickles only tensors and plain
 Python data and so runs no code from the file. Everything minimm writes must therefore be plain
@@ -7,6 +7,10 @@ would be too late): numpy arrays and ranges (``gpu_ids=range(1)`` in MMCV 1.x co
 lists and numpy scalars Python numbers, mapping types
 become ``dict`` (an ``OrderedDict`` stays one), tuples stay tuples. A value that has no plain form
 (any other object) is an error that names where it is.
+
+The same function serves the JSON files (``for_json=True``: the visualizer's ``scalars.json``
+lines, the test metrics LoggerHook writes), where tensors become lists too and tuples and sets
+lists, so there is one converter for everything minimm writes.
 
 MMEngine saves such values as they are, so its checkpoints may need ``weights_only=False``.
 """
@@ -20,12 +24,18 @@ import torch
 # namedtuple would be pickled under its own class name, which that unpickler refuses).
 _LEAF_TYPES = (type(None), bool, int, float, complex, str, bytes, torch.Size, torch.dtype,
                torch.device)
+_JSON_LEAF_TYPES = (type(None), bool, int, float, str)
 
 
-def to_plain_data(value: Any, where: str = 'value') -> Any:
-    """``value`` rebuilt from plain data; a TypeError naming ``where[...]`` if it cannot be."""
-    if isinstance(value, torch.Tensor) or type(value) in _LEAF_TYPES:
+def to_plain_data(value: Any, where: str = 'value', for_json: bool = False) -> Any:
+    """``value`` rebuilt from plain data; a TypeError naming ``where[...]`` if it cannot be.
+
+    ``for_json=True``: plain data for ``json.dump`` (tensors become lists as numpy arrays do,
+    tuples and sets become lists)."""
+    if type(value) in (_JSON_LEAF_TYPES if for_json else _LEAF_TYPES):
         return value
+    if isinstance(value, torch.Tensor):
+        return value.tolist() if for_json else value
     if isinstance(value, np.ndarray):
         return value.tolist()
     if type(value) is range:
@@ -33,11 +43,13 @@ def to_plain_data(value: Any, where: str = 'value') -> Any:
     if isinstance(value, np.generic):
         return value.item()
     if type(value) in (list, tuple, set):
-        return type(value)(to_plain_data(item, f'{where}[{i}]') for i, item in enumerate(value))
+        items = (to_plain_data(item, f'{where}[{i}]', for_json) for i, item in enumerate(value))
+        return list(items) if for_json else type(value)(items)
     if isinstance(value, dict):
-        items = ((to_plain_data(k, f'{where} key {k!r}'), to_plain_data(v, f'{where}[{k!r}]'))
-                 for k, v in value.items())
+        items = ((to_plain_data(k, f'{where} key {k!r}', for_json),
+                  to_plain_data(v, f'{where}[{k!r}]', for_json)) for k, v in value.items())
         return OrderedDict(items) if isinstance(value, OrderedDict) else dict(items)
+    reader = 'JSON' if for_json else 'torch.load(weights_only=True)'
     raise TypeError(f'{where} is a {type(value).__module__}.{type(value).__qualname__}, which '
-                    'torch.load(weights_only=True) cannot read back; store it as plain data '
+                    f'{reader} cannot read back; store it as plain data '
                     '(numbers, strings, lists, tuples, dicts, tensors)')

@@ -18,6 +18,8 @@ from minimm.ops import backend_info
 from minimm.registry import MODELS
 from toy import toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 class Scalar(nn.Module):
     """One parameter holding x, and a buffer, so each update can be checked by hand."""

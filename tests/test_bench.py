@@ -5,6 +5,8 @@ import torch
 
 from minimm.bench import common, ema, ema_hook, pack
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 @pytest.fixture
 def tiny_workloads(monkeypatch):

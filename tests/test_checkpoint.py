@@ -6,9 +6,9 @@ import re
 import pytest
 import torch
 
+from minimm.checkpoint import find_latest_checkpoint, load_checkpoint_file, save_checkpoint
 from minimm.hooks import Hook
 from minimm.registry import HOOKS
-from minimm.checkpoint import find_latest_checkpoint, load_checkpoint_file, save_checkpoint
 from toy import RecordHook, ScriptedMetric, toy_loader, toy_loader_cfg, toy_runner
 
 
@@ -54,6 +54,31 @@ def test_interval_save_begin_and_iter_based(tmp_path):
         checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=3)))
     runner.train()
     assert _files(tmp_path / 'i') == ['iter_3.pth', 'iter_6.pth', 'iter_7.pth']
+
+
+@pytest.mark.parametrize('by_epoch', [True, False])
+def test_save_begin_is_the_first_save_and_interval_counts_from_it(tmp_path, by_epoch):
+    # save_begin=3 with interval=2 saves at 3 and 5; a hook ignoring save_begin would save at 2,
+    # 4 and 6, one shifting it by one at 4 and 6 (save_begin=2 could not tell these apart).
+    runner = toy_runner(tmp_path, by_epoch=by_epoch, max_=6, val=False, default_hooks=dict(
+        checkpoint=dict(type='CheckpointHook', by_epoch=by_epoch, interval=2, save_begin=3,
+                        save_last=False)))
+    runner.train()
+    name = 'epoch_{}.pth' if by_epoch else 'iter_{}.pth'
+    assert _files(tmp_path) == [name.format(3), name.format(5)]
+
+
+@pytest.mark.parametrize('rule, scores', [('greater', [70, 70, 60]), ('less', [0.5, 0.5, 0.7])])
+def test_save_best_keeps_the_first_of_tied_scores(tmp_path, rule, scores):
+    # MMEngine's rules are strict (x > y, x < y): an equal score is no improvement, so the best
+    # file stays the one of the epoch that first reached it.
+    runner = toy_runner(tmp_path, max_=3, val_evaluator=ScriptedMetric(scores),
+                        val_dataloader=toy_loader(8, 4), val_cfg=dict(), val=False,
+                        default_hooks=dict(checkpoint=dict(
+                            type='CheckpointHook', interval=1, save_best='toy/acc', rule=rule)))
+    runner.train()
+    assert [f for f in _files(tmp_path) if f.startswith('best_')] == ['best_toy_acc_epoch_1.pth']
+    assert runner.message_hub.get_info('best_score') == scores[0]
 
 
 def test_save_best_keeps_one_best_file(tmp_path):

@@ -16,6 +16,8 @@ from minimm.checkpoint import (CheckpointError, load_checkpoint_file, load_state
                                save_checkpoint)
 from toy import ToyDataset, ToyMetric, ToyModel, toy_loader, toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 def _pth_and_tmp(folder):
     return sorted(f for f in os.listdir(folder) if f.endswith(('.pth', '.tmp')))

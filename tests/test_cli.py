@@ -6,6 +6,8 @@ import pytest
 
 from minimm.cli import DEMO_CONFIG, main
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 def test_train_resume_test(tmp_path, capsys):
     work_dir = str(tmp_path / 'run')

@@ -12,6 +12,8 @@ from minimm.config import Config, ConfigDict, DictAction, parse_cfg_options
 from minimm.registry import FUNCTIONS, HOOKS, MODELS, OPTIMIZERS
 from minimm.runner import Runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 def write(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,8 @@ import torch
 from dist_utils import run_distributed
 from toy import ToyMetric, ToyModel, toy_loader_cfg, toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 def _tensor_checks(rank):
     from minimm import dist

@@ -49,6 +49,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
+from backend_words import backend_words_in_doc
+
 REPO = Path(__file__).resolve().parent.parent
 TUTORIALS = REPO / 'tutorials'
 ZH_CN = TUTORIALS / 'zh_cn'
@@ -197,7 +199,10 @@ def start_selected_docs(request):
             scheduled(doc_script(english_twin(item.callspec.params['doc'])))
 
 
-@pytest.mark.parametrize('doc', DOCS_WITH_CODE, ids=doc_id)
+# A doc whose code uses the ops, averaged models or EMA/sync hooks runs in both CI lanes.
+@pytest.mark.parametrize('doc', [pytest.param(doc, marks=pytest.mark.ops_backend)
+                                 if backend_words_in_doc(doc) else doc
+                                 for doc in DOCS_WITH_CODE], ids=doc_id)
 def test_doc_code_runs(doc, start_selected_docs):
     returncode, output = scheduled(doc_script(english_twin(doc))).result()
     if returncode != 0:

@@ -14,6 +14,8 @@ import torch
 from minimm.hooks import EMAHook, Hook
 from toy import ScriptedMetric, ToyMetric, toy_loader, toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 def _names(folder):
     return sorted(os.path.basename(p) for p in glob.glob(os.path.join(str(folder), '*.pth')))

@@ -15,6 +15,8 @@ from minimm.hooks import EMAHook, Hook
 from minimm.ops import EMAPlan, backend_info
 from toy import ToyMetric, WeightRecorder, toy_loader, toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 def ema_of(runner):
     return next(h for h in runner.hooks if isinstance(h, EMAHook)).ema_model

@@ -2,9 +2,13 @@
 what they show is checked against the code they were drawn from."""
 from pathlib import Path
 
+import pytest
+
 from minimm.figures import main as figures_main
 from minimm.figures.ema_timeline import record_ema_run
 from minimm.figures.hook_order import mmcv_rows, mmengine_rows
+
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKED_IN = REPO / 'tutorials' / 'figures'

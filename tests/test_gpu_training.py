@@ -19,6 +19,8 @@ from minimm.hooks import EMAHook, SyncBuffersHook
 from minimm.ops import backend_info
 from toy import ToyModel, WeightRecorder, toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 if not torch.cuda.is_available():
     pytest.skip('no CUDA device: these tests train on cuda:0', allow_module_level=True)
 if backend_info()['cuda']['backend'] != 'native':

@@ -79,3 +79,17 @@ def test_get_priority_errors():
     with pytest.raises(TypeError, match='integer or Priority'):
         get_priority(1.5)
     assert [p.value for p in Priority] == [0, 10, 30, 40, 50, 60, 70, 90, 100]
+
+
+def test_repr_names_the_class_and_priority(tmp_path):
+    from minimm.hooks import CheckpointHook
+    from toy import toy_runner
+    hook = CheckpointHook()
+    hook.priority = 85
+    assert repr(Hook()) == "Hook(priority='NORMAL')"
+    assert repr(hook) == 'CheckpointHook(priority=85)'
+    runner = toy_runner(tmp_path, default_hooks=dict(logger=None, param_scheduler=None))
+    assert repr(runner.hooks) == ("[RuntimeInfoHook(priority='VERY_HIGH'), "
+                                  "IterTimerHook(priority='NORMAL'), "
+                                  "DistSamplerSeedHook(priority='NORMAL'), "
+                                  "CheckpointHook(priority='VERY_LOW')]")

@@ -74,6 +74,17 @@ def test_train_interval_logic(tmp_path, train_len, ignore_last, expected):
     assert run_epoch(hook, runner, train_len) == expected
 
 
+def test_train_interval_counts_within_each_epoch(tmp_path):
+    # 5 batches, interval 2: batches 1 and 3 of every epoch. Counting the global iteration
+    # instead would log batches 0 and 2 in the second epoch (iterations 5 and 7).
+    runner = make_runner(tmp_path, train_len=5)
+    hook = LoggerHook(interval=2)
+    hook.before_run(runner)
+    assert run_epoch(hook, runner, 5) == [1, 3]
+    runner.epoch += 1
+    assert run_epoch(hook, runner, 5) == [1, 3]
+
+
 def test_train_lines_and_json_logs(tmp_path):
     runner = make_runner(tmp_path, train_len=25)
     hook = LoggerHook(interval=10, interval_exp_name=20)
@@ -194,6 +205,19 @@ def test_visualizer_backends(tmp_path):
         assert Visualizer('nodir', vis_backends=[dict(type='LocalVisBackend')]).get_backend(
             'LocalVisBackend') is None
     assert VISBACKENDS.get('TensorboardVisBackend') is TensorboardVisBackend
+
+
+def test_json_lines_hold_plain_data_and_refuse_an_object(tmp_path):
+    # The one converter (minimm/plain_data.py, for_json=True) behind every JSON file written.
+    import numpy as np
+    backend = LocalVisBackend(str(tmp_path))
+    backend.add_scalars({'a': np.float32(0.5), 'b': torch.tensor([1, 2]), 'c': (1, np.int64(2)),
+                         'd': {3}, 'e': np.arange(2)}, step=1)
+    with pytest.raises(TypeError, match=r"scalars\['bad'\] is a builtins.object, which JSON"):
+        backend.add_scalars({'bad': object()}, step=2)
+    backend.close()
+    assert read_json_lines(tmp_path / 'scalars.json') == [
+        {'a': 0.5, 'b': [1, 2], 'c': [1, 2], 'd': [3], 'e': [0, 1], 'step': 1}]
 
 
 def test_tensorboard_backend_is_lazy_and_names_the_missing_package(tmp_path):

@@ -15,6 +15,8 @@ from minimm.mmcv import (HOOKS, CheckpointHook, ClosureHook, DistEvalHook, DistS
                          OptimizerHook, ProfilerHook, SyncBuffersHook, auto_fp16, wrap_fp16_model)
 from mmcv_toy import ToyModel, loader, make_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 MMCV_HOOK_NAMES = ['CheckpointHook', 'ClosureHook', 'DistSamplerSeedHook', 'EMAHook', 'EmptyCacheHook',
                    'Fp16OptimizerHook', 'GradientCumulativeFp16OptimizerHook',
                    'GradientCumulativeOptimizerHook', 'IterTimerHook', 'OptimizerHook', 'ProfilerHook',

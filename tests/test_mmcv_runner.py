@@ -10,6 +10,8 @@ from minimm.mmcv import (HOOKS, RUNNERS, EpochBasedRunner, Hook, IterBasedRunner
                          build_runner)
 from mmcv_toy import Recorder, ToyModel, loader, make_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 # MMCV 1.7.2's trace: max_epochs=2, 3 train batches, 2 val batches, [('train', 1), ('val', 1)].
 EPOCH_TRACE = """before_run (None,0,0,0)
 before_train_epoch (train,0,0,0)

@@ -16,6 +16,8 @@ from minimm.mmcv.parallel import MMDistributedDataParallel
 from minimm.mmcv.train import is_mmcv_config
 from mmcv_toy import ToyModel, loader
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_mmcv1.py')
 

@@ -6,12 +6,15 @@ every other element, channels_last, expanded with stride 0), runs the native op 
 the twin on the other, and compares outcomes. Mismatched shapes and dtypes are drawn too, so the
 error paths are compared as well as the results.
 """
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minimm.ops import EMAPlan, ema_update_, ema_update_ref, pack, pack_ref, unpack_, unpack_ref
 from toy import random_tensor
+
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.uint8]
 LAYOUTS = ['contiguous', 'transposed', 'strided', 'channels_last', 'expanded']

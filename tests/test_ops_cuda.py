@@ -11,6 +11,8 @@ from minimm.ops import EMAPlan, PackPlan, backend_info, ema_update_, ema_update_
 from test_ops_schema import opcheck_cases
 from toy import random_tensor
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 if not torch.cuda.is_available():
     pytest.skip('no CUDA device', allow_module_level=True)
 if backend_info()['cuda']['backend'] != 'native':

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from minimm.ops import EMAPlan, averaging_weight, ema_update_, ema_update_ref
 from toy import random_tensor
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 # (ema dtype, source dtype) pairs the averaged models meet: same dtype, and an fp32 EMA of a
 # mixed-precision model.

@@ -8,6 +8,8 @@ import pytest
 
 from minimm.ops import backend_info, loader
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 def test_backend_info_names_a_backend_and_a_reason_per_device():
     info = backend_info()

@@ -9,6 +9,8 @@ from minimm.ops import PackPlan, pack, pack_ref, unpack_, unpack_ref
 from minimm.ops.pack import layout
 from toy import random_tensor as make
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.uint8]
 
 

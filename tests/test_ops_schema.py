@@ -7,6 +7,8 @@ from torch.testing._internal.optests.generate_tests import OpCheckError
 
 from toy import random_tensor
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 OPS = ['ema_update_', 'ema_plan_step', 'pack', 'unpack_', 'pack_plan_run']
 
 

@@ -12,6 +12,8 @@ from minimm.plot import PLOT_INSTALL_HINT, find_scalar_log, read_scalar_log
 from minimm.plot_lr import config_schedule
 from toy import toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 DEMO = 'minimm/configs/digits_ema.py'
 

@@ -109,6 +109,69 @@ def test_call_hook_skips_idle_stages_and_supports_custom_names(tmp_path):
         runner.call_hook('my_stage', wrong=1)
 
 
+def test_a_stage_assigned_on_an_instance_is_called(tmp_path):
+    # MMEngine's call_hook calls getattr(hook, stage) on every hook, so a stage set on an
+    # instance whose class does not override it runs too.
+    calls = []
+    hook = Hook()
+    hook.after_train_epoch = lambda runner: calls.append(runner.epoch)
+    hook.before_val_iter = lambda runner, batch_idx, data_batch=None: calls.append(batch_idx)
+    runner = toy_runner(tmp_path, max_=2, custom_hooks=[hook],
+                        default_hooks=dict(checkpoint=None))
+    runner.train()
+    assert calls == [0, 0, 1, 1, 0, 1]  # epoch 0, its 2 val batches, epoch 1, its 2 val batches
+
+
+# The 12 stages that funnel into 4 methods, with the mode each passes (MMEngine's hook.py).
+FUNNELLED = [
+    ('before_train_epoch', '_before_epoch', 'train'), ('before_val_epoch', '_before_epoch', 'val'),
+    ('before_test_epoch', '_before_epoch', 'test'), ('after_train_epoch', '_after_epoch', 'train'),
+    ('after_val_epoch', '_after_epoch', 'val'), ('after_test_epoch', '_after_epoch', 'test'),
+    ('before_train_iter', '_before_iter', 'train'), ('before_val_iter', '_before_iter', 'val'),
+    ('before_test_iter', '_before_iter', 'test'), ('after_train_iter', '_after_iter', 'train'),
+    ('after_val_iter', '_after_iter', 'val'), ('after_test_iter', '_after_iter', 'test'),
+]
+
+
+class _Funnels(Hook):
+    """Overrides only the four funnels and records (funnel, mode) for each call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _before_epoch(self, runner, mode='train'):
+        self.calls.append(('_before_epoch', mode))
+
+    def _after_epoch(self, runner, mode='train'):
+        self.calls.append(('_after_epoch', mode))
+
+    def _before_iter(self, runner, batch_idx, data_batch=None, mode='train'):
+        self.calls.append(('_before_iter', mode))
+
+    def _after_iter(self, runner, batch_idx, data_batch=None, outputs=None, mode='train'):
+        self.calls.append(('_after_iter', mode))
+
+
+@pytest.mark.parametrize('stage, funnel, mode', FUNNELLED)
+def test_every_funnelled_stage_passes_its_mode(stage, funnel, mode):
+    hook = _Funnels()
+    kwargs = dict(batch_idx=0) if stage.endswith('_iter') else {}
+    getattr(hook, stage)(None, **kwargs)
+    assert hook.calls == [(funnel, mode)]
+
+
+def test_the_runner_dispatches_all_twelve_funnelled_stages(tmp_path):
+    from toy import ToyMetric, toy_loader
+    hook = _Funnels()
+    runner = toy_runner(tmp_path, max_=1, custom_hooks=[hook],
+                        default_hooks=dict(checkpoint=None), test_dataloader=toy_loader(8, 4),
+                        test_cfg=dict(), test_evaluator=ToyMetric())
+    runner.train()
+    runner.test()
+    assert set(hook.get_triggered_stages()) == {stage for stage, _, _ in FUNNELLED}
+    assert set(hook.calls) == {(funnel, mode) for _, funnel, mode in FUNNELLED}
+
+
 def test_editing_runner_hooks_refreshes_dispatch(tmp_path):
     """Dispatch is precomputed per stage; every edit of ``runner.hooks`` must invalidate it."""
     class Counter(Hook):

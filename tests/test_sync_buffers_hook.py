@@ -8,6 +8,8 @@ from dist_utils import run_distributed
 from minimm.hooks import Hook, SyncBuffersHook
 from toy import ToyMetric, ToyModel, toy_loader_cfg, toy_runner
 
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
 
 class BufferRecorder(Hook):
     """Records the BN buffers the model holds when validation starts."""

@@ -3,9 +3,12 @@ import glob
 import json
 import os
 
+import pytest
 import torch
 
 from dist_utils import torchrun_train
+
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_ema.py')

@@ -28,6 +28,10 @@ class Hook:
               'before_test_epoch', 'before_test_iter', 'after_test_iter', 'after_test_epoch',
               'after_test', 'after_run')
 
+    def __repr__(self) -> str:
+        # `print(runner.hooks)` then reads as a list of hooks with their priorities.
+        return f'{type(self).__name__}(priority={self.priority!r})'
+
     # Whole-run stages.
     def before_run(self, runner) -> None:
         """Called once when ``runner.train()``/``val()``/``test()`` starts."""

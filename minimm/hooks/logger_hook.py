@@ -25,13 +25,10 @@ import json
 import os
 import os.path as osp
 import shutil
-from collections import OrderedDict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
-import torch
-
+from ..plain_data import to_plain_data
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
 
@@ -134,7 +131,7 @@ class LoggerHook(Hook):
             runner, len(runner.test_dataloader), 'test', with_non_scalar=True)
         runner.logger.info(log_str)
         with open(osp.join(runner.log_dir, self.json_log_path), 'w') as f:
-            json.dump(_json_friendly(tag), f)
+            json.dump(to_plain_data(tag, 'test metrics', for_json=True), f)
 
     def after_run(self, runner) -> None:
         runner.visualizer.close()
@@ -163,18 +160,3 @@ def copy_logs(src_dir: str, out_dir: str, suffix, logger) -> List[str]:
             copied.append(local_path)
             logger.info(f'The file {local_path} has been uploaded to {out_path}.')
     return copied
-
-
-def _json_friendly(value):
-    """``value`` with tensors/arrays as lists, numpy numbers as Python numbers, the rest None."""
-    if isinstance(value, (list, tuple)):
-        return [_json_friendly(item) for item in value]
-    if isinstance(value, dict):
-        return OrderedDict((k, _json_friendly(v)) for k, v in value.items())
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        return value.tolist()
-    return None

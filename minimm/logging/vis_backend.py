@@ -26,6 +26,7 @@ from typing import IO, Any, Callable, Dict, Optional
 import numpy as np
 import torch
 
+from ..plain_data import to_plain_data
 from ..registry import VISBACKENDS
 
 
@@ -52,14 +53,9 @@ def import_optional(module: str, backend: str, pip_name: Optional[str] = None) -
 
 
 def json_default(obj: Any) -> Any:
-    """Make numpy values, tensors and sets JSON-serialisable (``json.dump``'s ``default``)."""
-    if isinstance(obj, (np.ndarray, torch.Tensor)):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, set):
-        return list(obj)
-    raise TypeError(f'{type(obj)} is not JSON serialisable')
+    """``json.dump``'s ``default`` (minimm.mmcv's TextLoggerHook passes it): the one converter,
+    ``to_plain_data``, for the numpy values, tensors and sets JSON cannot hold."""
+    return to_plain_data(obj, type(obj).__name__, for_json=True)
 
 
 def check_no_step_key(scalar_dict: dict) -> None:
@@ -197,7 +193,7 @@ class LocalVisBackend(BaseVisBackend):
         f = self._files.get(file_path)
         if f is None:
             f = self._files[file_path] = open(file_path, 'a')
-        f.write(json.dumps(value_dict, default=json_default) + '\n')
+        f.write(json.dumps(to_plain_data(value_dict, 'scalars', for_json=True)) + '\n')
         f.flush()
 
     def _close(self) -> None:
