@@ -52,6 +52,14 @@ def test_mmdataparallel_steps_through_the_module_on_the_cpu():
     assert wrapped.val_step(batch)['num_samples'] == 2
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a GPU')
+def test_mmdataparallel_moves_the_batch_to_its_gpu():
+    model = ToyModel().cuda()
+    batch = dict(x=torch.ones(2, 3), y=torch.zeros(2, 1))  # on the CPU
+    outputs = MMDataParallel(model, device_ids=[0]).train_step(batch, None)
+    assert outputs['loss'].device.type == 'cuda'
+
+
 def test_get_state_dict_is_state_dict_plus_every_buffer_and_unwraps():
     model = WithExtraBuffer()
     expected = list(model.state_dict()) + ['scratch']  # torch skips the non-persistent one
