@@ -58,7 +58,8 @@ def _trusted(load_from) -> dict:
 def cmd_train(args) -> None:
     from .dist import destroy_dist
     from .mmcv.train import is_mmcv_config, train_from_cfg
-    from .runner import Runner
+    from .registry import RUNNERS
+    from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
     if is_mmcv_config(cfg):  # an MMCV 1.x config: the classic runner and hooks
         train_from_cfg(cfg, launcher=args.launcher, resume=args.resume)
@@ -71,17 +72,19 @@ def cmd_train(args) -> None:
     if args.trust_checkpoint and cfg.get('load_from') is not None:
         cfg['load_from'] = _trusted(cfg['load_from'])
     cfg['launcher'] = args.launcher
-    Runner.from_cfg(cfg).train()
+    # As MMEngine's tools/train.py: RUNNERS builds the config's `runner_type` (default Runner).
+    RUNNERS.build(cfg).train()
     destroy_dist()
 
 
 def cmd_test(args) -> None:
     from .dist import destroy_dist
-    from .runner import Runner
+    from .registry import RUNNERS
+    from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
     cfg['load_from'] = _trusted(args.checkpoint) if args.trust_checkpoint else args.checkpoint
     cfg['launcher'] = args.launcher
-    metrics = Runner.from_cfg(cfg).test()
+    metrics = RUNNERS.build(cfg).test()
     destroy_dist()
     print(metrics)
 

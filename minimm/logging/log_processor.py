@@ -94,8 +94,8 @@ class LogProcessor:
         lr_str = ' '.join(lr_str_list)
 
         if not self.by_epoch and mode == 'train':
-            log_str = self._header(runner, mode, self._get_iter(runner, batch_idx), runner.max_iters,
-                                   align=True)
+            cur_iter = self._get_iter(runner, batch_idx)
+            log_str = self._header(runner, mode, cur_iter, runner.max_iters, align=True)
         else:
             log_str = self._header(runner, mode, batch_idx + 1,
                                    self._get_dataloader_size(runner, mode), align=True)

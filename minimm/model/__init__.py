@@ -1,5 +1,6 @@
 """Models: BaseModel, the data preprocessor, the demo DigitsCNN (importing registers them)."""
 from .base_model import BaseDataPreprocessor, BaseModel
+from .data_preprocessor import ImgDataPreprocessor, stack_batch
 from .digits_cnn import DigitsCNN
 from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                              StochasticWeightAverage)

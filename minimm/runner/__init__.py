@@ -5,5 +5,5 @@ from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 from .priority import Priority, get_priority
 from .runner import Runner
 
-__all__ = ['Runner', 'BaseLoop', 'Priority', 'get_priority', 'EpochBasedTrainLoop', 'IterBasedTrainLoop',
-           'ValLoop', 'TestLoop', 'find_latest_checkpoint']
+__all__ = ['Runner', 'BaseLoop', 'Priority', 'get_priority', 'EpochBasedTrainLoop',
+           'IterBasedTrainLoop', 'ValLoop', 'TestLoop', 'find_latest_checkpoint']

@@ -13,7 +13,9 @@ The call sequence is MMEngine 0.10's, stage for stage:
         evaluate, after_val_epoch(metrics), after_val.
 
 ``dynamic_intervals`` (``[(milestone, interval), ...]``) changes ``val_interval`` as training
-passes each milestone. Left out compared with MMEngine: validation losses, and the 2-second sleep MMEngine's infinite iterator takes between epochs (a multi-worker deadlock guard).
+passes each milestone; ``ValLoop(fp16=True)`` runs the model under autocast. Left out compared
+with MMEngine: validation losses, and the 2-second sleep MMEngine's infinite iterator takes
+between epochs (a multi-worker deadlock guard).
 """
 import bisect
 import logging
