@@ -12,7 +12,6 @@ from minimm.config import Config, ConfigDict
 from minimm.evaluator import Evaluator
 from minimm.hooks import Hook
 from minimm.logging import LogProcessor, Visualizer
-from minimm.model import BaseModel
 from minimm.optim.scheduler import MultiStepLR
 from minimm.registry import (EVALUATOR, FUNCTIONS, LOG_PROCESSORS, MODELS, OPTIMIZERS, RUNNERS,
                              VISUALIZERS, build_from_cfg)
@@ -20,17 +19,12 @@ from minimm.runner import Runner
 from toy import ToyDataset, ToyMetric, ToyModel, toy_loader, toy_runner
 
 
-class SyncBNModel(BaseModel):
+class SyncBNModel(ToyModel):
+    """The toy model with its BatchNorm layer a SyncBatchNorm."""
+
     def __init__(self):
         super().__init__()
-        self.linear = nn.Linear(4, 2)
         self.bn = nn.SyncBatchNorm(2)
-
-    def forward(self, inputs, data_samples=None, mode='tensor'):
-        logits = self.bn(self.linear(inputs))
-        if mode == 'loss':
-            return dict(loss=F.cross_entropy(logits, data_samples))
-        return logits
 
 
 def _cfg(tmp_path, **overrides):

@@ -10,12 +10,20 @@ profiler plugin), and ``schedule`` is the keyword arguments of ``torch.profiler.
 This hook profiles the *model* (operators, memory, FLOPs). To see what the hooks themselves cost,
 use ``Runner(profile_hooks=True)`` instead.
 
-Different from MMEngine: ``activity_with_cuda=True`` without CUDA fails in the constructor, and a
-run that stops before ``profile_times`` is reached (early stopping, an exception) still closes the
-profiler in ``after_run``. Left out: MMEngine's ``@master_only`` (every rank profiles) and the NPU
-profiler.
+With both ``activity_with_cpu=False`` and ``activity_with_cuda=False`` the profiler records every
+activity torch supports, as MMEngine's empty activity list did with the torch of its time (torch
+2.14 refuses an empty list, so minimm passes ``None``, which means the same).
+:func:`check_kineto` says whether this torch has the Kineto profiler backend.
+
+Different from MMEngine: ``activity_with_cuda=True`` without CUDA fails in the constructor, an
+``on_trace_ready`` that is neither a callable, a dict nor None fails there too (MMEngine: at
+``before_run``), ``tb_trace`` does not need ``torch-tb-profiler`` (it writes plain files; the
+plugin only views them), and a run that stops before ``profile_times`` is reached (early stopping,
+an exception) still closes the profiler in ``after_run``. Left out: MMEngine's ``@master_only``
+(every rank profiles) and the NPU profiler.
 """
 import os.path as osp
+import warnings
 from typing import Callable, Optional, Union
 
 import torch
@@ -23,6 +31,15 @@ from torch import profiler
 
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
+
+
+def check_kineto() -> bool:
+    """Whether torch was built with Kineto, the backend ``torch.profiler`` records with."""
+    try:
+        return bool(torch.autograd.kineto_available())
+    except AttributeError:
+        warnings.warn('NO KINETO')
+        return False
 
 
 @HOOKS.register_module()
@@ -60,18 +77,18 @@ class ProfilerHook(Hook):
                              'by_epoch=False and count iterations')
         if activity_with_cuda and not torch.cuda.is_available():
             raise ValueError('activity_with_cuda=True, but CUDA is not available')
-        self.activities = [activity for wanted, activity in (
-            (activity_with_cpu, profiler.ProfilerActivity.CPU),
-            (activity_with_cuda, profiler.ProfilerActivity.CUDA)) if wanted]
-        if not self.activities:
-            raise ValueError('at least one of activity_with_cpu and activity_with_cuda must be True')
+        self.activities = []
+        if activity_with_cpu:
+            self.activities.append(profiler.ProfilerActivity.CPU)
+        if activity_with_cuda:
+            self.activities.append(profiler.ProfilerActivity.CUDA)
         if schedule is not None and not isinstance(schedule, dict):
             raise TypeError(f'schedule must be a dict of torch.profiler.schedule arguments, '
                             f'but got {schedule!r}')
         if not (on_trace_ready is None or callable(on_trace_ready)
                 or isinstance(on_trace_ready, dict)):
-            raise TypeError(f'on_trace_ready must be a callable, a dict or None, '
-                            f'but got {on_trace_ready!r}')
+            raise ValueError('``on_trace_ready`` should be a handler, or dict, or None, '
+                             f'but got {on_trace_ready!r}')
         self.by_epoch = by_epoch
         self.profile_times = profile_times
         self.schedule = None if schedule is None else profiler.schedule(**schedule)
@@ -82,7 +99,8 @@ class ProfilerHook(Hook):
         self.with_flops = with_flops
         self.json_trace_path = json_trace_path
         self.profiler = None
-        self._closed = True
+        # As in MMEngine: open until the profiling window closes; before_run sets the profiler.
+        self._closed = False
 
     def before_run(self, runner) -> None:
         max_times = runner.max_epochs if self.by_epoch else runner.max_iters
@@ -91,28 +109,36 @@ class ProfilerHook(Hook):
             raise ValueError(f'profile_times={self.profile_times} is more than the {max_times} '
                              f'training {unit}')
         self.profiler = profiler.profile(
-            activities=self.activities, schedule=self.schedule,
-            on_trace_ready=self._trace_handler(runner), record_shapes=self.record_shapes,
+            activities=self.activities or None, schedule=self.schedule,
+            on_trace_ready=self._parse_trace_config(runner), record_shapes=self.record_shapes,
             profile_memory=self.profile_memory, with_stack=self.with_stack,
             with_flops=self.with_flops)
         self.profiler.__enter__()
-        self._closed = False
         runner.logger.info('the profiler is profiling...')
 
-    def _trace_handler(self, runner) -> Optional[Callable]:
+    def _parse_trace_config(self, runner) -> Optional[Callable]:
+        """The ``on_trace_ready`` handler the profiler gets, from the hook's ``on_trace_ready``."""
         if self.on_trace_ready is None or callable(self.on_trace_ready):
             return self.on_trace_ready
+        if not isinstance(self.on_trace_ready, dict):
+            raise ValueError('``on_trace_ready`` should be a handler, or dict, or None, '
+                             f'but got {type(self.on_trace_ready)}')
         trace_cfg = dict(self.on_trace_ready)
         trace_type = trace_cfg.pop('type', None)
         if trace_type == 'log_trace':
-            return lambda prof: print(prof.key_averages().table(**trace_cfg))
+            def _log_handler(_profile):
+                print(_profile.key_averages().table(**trace_cfg))
+
+            return _log_handler
         if trace_type == 'tb_trace':
-            # The handler writes plain files; torch-tb-profiler is only needed to *view* them.
             dir_name = trace_cfg.pop('dir_name', 'tf_tracing_logs')
             dir_name = osp.join(runner.log_dir, dir_name) if not osp.isabs(dir_name) else dir_name
-            runner.logger.info(f'profiler traces for TensorBoard go to {dir_name}')
+            runner.logger.info(f'trace_files of ProfilerHook will be saved to {dir_name}.')
+            if self.json_trace_path is not None:
+                warnings.warn('When using tensorboard_trace, it is recommended to save json '
+                              'files by setting ``worker_name`` instead of ``json_trace_path``')
             return profiler.tensorboard_trace_handler(dir_name, **trace_cfg)
-        raise ValueError(f"on_trace_ready's type must be 'log_trace' or 'tb_trace', "
+        raise ValueError('trace_type should be "log_trace" or "tb_trace", '
                          f'but got {trace_type!r}')
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
@@ -128,7 +154,7 @@ class ProfilerHook(Hook):
             self._export_chrome_trace(runner)
 
     def after_run(self, runner) -> None:
-        if not self._closed:
+        if not self._closed and self.profiler is not None:
             self._closed = True
             self.profiler.__exit__(None, None, None)
 

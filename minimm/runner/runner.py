@@ -92,6 +92,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         resume: ``True`` to resume from ``load_from`` or else the latest checkpoint in
             ``work_dir``; or a checkpoint path.
         launcher: ``'none'`` or ``'pytorch'`` (under ``torchrun``).
+        log_processor / visualizer: LOG_PROCESSORS / VISUALIZERS configs (``type`` optional).
+        default_scope: kept as a name (no scopes); auto_scale_lr: must not be enabled.
         randomness: ``dict(seed=..., deterministic=False, diff_rank_seed=False)``.
         profile_hooks: time every hook call and print a table at the end of the run.
     """
