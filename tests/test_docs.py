@@ -1,28 +1,51 @@
-"""The docs execute: the ```python blocks of README.md and of every tutorial run and pass.
+"""The docs execute: the ```python blocks of README.md and of every tutorial run and pass, and the
+```text blocks show what the code prints.
 
 Each Markdown file's python blocks are joined into one script, which runs in a subprocess in a
 fresh temporary working directory (so relative ``work_dirs/...`` paths never collide), with this
 process's environment — the ``MINIMM_NO_EXT=1`` lane therefore runs the docs on the PyTorch
 fallback — plus the repository root on ``PYTHONPATH`` (a checkout works without
-``pip install -e .``) and ``OMP_NUM_THREADS=1`` unless it is set. The tutorials end in
-assertions, so a doc that drifts from the code fails here, naming the file and showing its output.
+``pip install -e .``), ``OMP_NUM_THREADS=1`` unless it is set, and ``PYTHONUNBUFFERED=1`` (so
+that printed lines and log lines, which go to stderr, arrive in the order they were written). The
+tutorials end in assertions, so a doc that drifts from the code fails here, naming the file and
+showing its output.
 
-The Chinese tutorials (``tutorials/zh_cn/``) must carry exactly the code of their English twins;
-``test_zh_cn_code_matches_english`` checks that. Their scripts are then byte-for-byte the English
-ones, so each distinct script runs once and both files share the result.
+**Shown output.** A ```text block shows what the python block right before it prints (stdout and
+stderr together). The script announces each block with a marker line, so the output is cut per
+block, and the shown text must equal what that block printed, after one masking rule is applied
+to both sides (``mask_volatile``):
+
+* timings — a number with a unit ``s``/``ms``/``us`` (``0.8 s``, ``12ms``) and the value after
+  the log keys ``time:``, ``data_time:`` and ``eta:`` — become ``<t>``;
+* dates and clock times — ``2026-12-01``, ``2026/12/01``, ``12/01`` before a clock time,
+  ``20261201_081105``, ``08:11:05`` (with any fraction) — become ``<date>`` and ``<time>``;
+* addresses — ``0x7f3a...`` — become ``0x…``;
+
+and the extension's one-time build notice (a line starting ``minimm: compiling the native ops``,
+printed only by the run that compiles it) is dropped. A line holding only ``...`` stands for any
+number of lines (for long logs). Trailing spaces and leading or trailing blank lines do not count. Everything else — every number a tutorial
+prints — must match, so the shown output cannot drift from the code.
+
+The Chinese tutorials (``tutorials/zh_cn/``) carry the code of their English twins with the
+comments translated, as MMEngine's zh_cn docs do: ``test_zh_cn_code_matches_english`` checks that
+their python blocks are token for token the English ones once comments are dropped, and that
+their text blocks are the English ones, in the same places. A comment cannot change what code
+does, so each Chinese tutorial is checked against the run of its English twin, which runs once.
 
 The scripts are single-threaded, so the selected ones are started together, as many at a time as
 the machine has cores: on 2 cores the whole course takes about half its sequential time.
 """
+import io
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import tokenize
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -31,14 +54,33 @@ from backend_words import backend_words_in_doc
 REPO = Path(__file__).resolve().parent.parent
 TUTORIALS = REPO / 'tutorials'
 ZH_CN = TUTORIALS / 'zh_cn'
-PYTHON_BLOCK = re.compile(r'^```python[ \t]*\n(.*?)^```[ \t]*$', re.DOTALL | re.MULTILINE)
+FENCED_BLOCK = re.compile(r'^```(python|text)[ \t]*\n(.*?)^```[ \t]*$', re.DOTALL | re.MULTILINE)
 # A tutorial takes about 10 s on 2 cores; the limit leaves room for a machine busy with other work.
 TIMEOUT_S = 600
 OUTPUT_TAIL = 6000
+# Printed before each python block's code; never part of what a block shows.
+BLOCK_MARKER = '\x1e minimm doc block {} \x1e'
+BLOCK_MARKER_LINE = re.compile(r'\x1e minimm doc block (\d+) \x1e\n')
 
 
-def python_blocks(path: Path) -> list:
-    return PYTHON_BLOCK.findall(path.read_text(encoding='utf-8'))
+def fenced_blocks(path: Path) -> List[Tuple[str, str]]:
+    """The ```python and ```text blocks of ``path``, in order, as (kind, body)."""
+    return FENCED_BLOCK.findall(path.read_text(encoding='utf-8'))
+
+
+def python_blocks(path: Path) -> List[str]:
+    return [body for kind, body in fenced_blocks(path) if kind == 'python']
+
+
+def text_blocks(path: Path) -> List[Tuple[int, str]]:
+    """Each ```text block as (index of the python block right before it, body)."""
+    shown, index = [], -1
+    for kind, body in fenced_blocks(path):
+        if kind == 'python':
+            index += 1
+        else:
+            shown.append((index, body))
+    return shown
 
 
 def doc_id(path: Path) -> str:
@@ -47,6 +89,12 @@ def doc_id(path: Path) -> str:
 
 DOCS = [REPO / 'README.md'] + sorted(TUTORIALS.glob('*.md')) + sorted(ZH_CN.glob('*.md'))
 DOCS_WITH_CODE = [doc for doc in DOCS if python_blocks(doc)]
+NUMBERED = [doc for doc in DOCS if doc.name[:2].isdigit()]
+
+
+def english_twin(doc: Path) -> Path:
+    """The file whose run checks ``doc``: itself, or for a Chinese tutorial its English original."""
+    return TUTORIALS / doc.name if doc.parent == ZH_CN else doc
 
 
 def run_script(script: str) -> Tuple[Optional[int], str]:
@@ -64,6 +112,7 @@ def run_script(script: str) -> Tuple[Optional[int], str]:
         # The tutorials' models are tiny, so a second thread buys nothing, while OpenMP threads
         # spin-waiting on a busy machine turned a 9 s tutorial into 70 s here.
         env.setdefault('OMP_NUM_THREADS', '1')
+        env['PYTHONUNBUFFERED'] = '1'
         try:
             result = subprocess.run([sys.executable, str(script_path)], cwd=cwd, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -75,7 +124,57 @@ def run_script(script: str) -> Tuple[Optional[int], str]:
 
 
 def doc_script(doc: Path) -> str:
-    return '\n\n'.join(python_blocks(doc))
+    return '\n\n'.join(f'print({BLOCK_MARKER.format(i)!r})\n{block}'
+                       for i, block in enumerate(python_blocks(doc)))
+
+
+def output_by_block(output: str) -> Dict[int, str]:
+    """What each python block printed, cut at the marker lines."""
+    pieces = BLOCK_MARKER_LINE.split(output)
+    return {int(number): printed for number, printed in zip(pieces[1::2], pieces[2::2])}
+
+
+def readable(output: str) -> str:
+    return BLOCK_MARKER_LINE.sub(lambda m: f'--- python block {int(m.group(1)) + 1} ---\n', output)
+
+
+VOLATILE = [
+    (re.compile(r'\b((?:data_)?time|eta): \S+?(?=,|\s|$)'), r'\1: <t>'),
+    (re.compile(r'\b\d+(?:\.\d+)?(?:e-?\d+)? ?(?:s|ms|us|µs)\b'), '<t>'),
+    (re.compile(r'\b\d{4}[-/]\d{2}[-/]\d{2}\b|\b\d{2}/\d{2}(?= \d{2}:\d{2})'), '<date>'),
+    (re.compile(r'\b\d{8}_\d{6}\b'), '<date>_<time>'),
+    (re.compile(r'\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?'), '<time>'),
+    (re.compile(r'\b0x[0-9a-fA-F]+\b'), '0x…'),
+]
+
+
+BUILD_NOTICE = 'minimm: compiling the native ops'
+
+
+def mask_volatile(text: str) -> str:
+    """The masking rule of the module docstring, applied line by line."""
+    lines = []
+    for line in text.strip('\n').splitlines():
+        if line.startswith(BUILD_NOTICE):
+            continue
+        for pattern, replacement in VOLATILE:
+            line = pattern.sub(replacement, line)
+        lines.append(line.rstrip())
+    return '\n'.join(lines)
+
+
+def shows(shown: str, printed: str) -> bool:
+    """Whether a text block ``shown`` is what was ``printed`` (masked; ``...`` lines elide)."""
+    pattern = ''.join(r'(?:[^\n]*\n)*?' if line == '...' else re.escape(line) + r'\n'
+                      for line in mask_volatile(shown).split('\n'))
+    return re.fullmatch(pattern, mask_volatile(printed) + '\n') is not None
+
+
+def code_tokens(code: str) -> List[Tuple[int, str]]:
+    """The tokens of ``code`` without its comments (and the line breaks those leave)."""
+    tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+    return [(t.type, t.string) for t in tokens
+            if t.type not in (tokenize.COMMENT, tokenize.NL)]
 
 
 @lru_cache(maxsize=None)
@@ -85,28 +184,63 @@ def _pool() -> ThreadPoolExecutor:
 
 @lru_cache(maxsize=None)
 def scheduled(script: str) -> Future:
-    """The run of ``script``, started once (the Chinese twins share the English run)."""
+    """The run of ``script``, started once (a Chinese tutorial shares its English twin's run)."""
     return _pool().submit(run_script, script)
+
+
+RUN_TESTS = ('test_doc_code_runs', 'test_doc_shows_what_its_code_prints')
 
 
 @pytest.fixture(scope='module')
 def start_selected_docs(request):
     """Start every doc this session will run, so they run side by side, in file order."""
     for item in request.session.items:
-        if item.originalname == 'test_doc_code_runs':
-            scheduled(doc_script(item.callspec.params['doc']))
+        if item.originalname in RUN_TESTS:
+            scheduled(doc_script(english_twin(item.callspec.params['doc'])))
 
 
-# A doc whose code uses the ops, averaged models or EMA/sync hooks runs in both CI lanes.
-@pytest.mark.parametrize('doc', [pytest.param(doc, marks=pytest.mark.ops_backend)
-                                 if backend_words_in_doc(doc) else doc
-                                 for doc in DOCS_WITH_CODE], ids=doc_id)
+def lane_marked(docs: List[Path]) -> list:
+    """``docs`` as parameters; a doc whose code uses the ops, averaged models or EMA/sync hooks
+    is marked ``ops_backend``, so it runs (and its shown output is checked) in both CI lanes."""
+    return [pytest.param(doc, marks=pytest.mark.ops_backend) if backend_words_in_doc(doc) else doc
+            for doc in docs]
+
+
+@pytest.mark.parametrize('doc', lane_marked(DOCS_WITH_CODE), ids=doc_id)
 def test_doc_code_runs(doc, start_selected_docs):
-    returncode, output = scheduled(doc_script(doc)).result()
+    returncode, output = scheduled(doc_script(english_twin(doc))).result()
     if returncode != 0:
         what = f'ran past {TIMEOUT_S} s' if returncode is None else f'exit code {returncode}'
-        pytest.fail(f'the python blocks of {doc_id(doc)} failed ({what}); last output:\n'
-                    f'{output[-OUTPUT_TAIL:]}', pytrace=False)
+        pytest.fail(f'the python blocks of {doc_id(english_twin(doc))} failed ({what}); last '
+                    f'output:\n{readable(output)[-OUTPUT_TAIL:]}', pytrace=False)
+
+
+@pytest.mark.parametrize('doc', lane_marked([doc for doc in DOCS_WITH_CODE if text_blocks(doc)]),
+                         ids=doc_id)
+def test_doc_shows_what_its_code_prints(doc, start_selected_docs):
+    returncode, output = scheduled(doc_script(english_twin(doc))).result()
+    if returncode != 0:
+        pytest.skip('the code failed; test_doc_code_runs reports it')
+    printed = output_by_block(output)
+    for index, shown in text_blocks(doc):
+        assert index >= 0, f'{doc_id(doc)}: a text block before any python block shows nothing'
+        actual = printed[index]
+        assert shows(shown, actual), (
+            f'{doc_id(doc)}: the text block after python block {index + 1} shows\n{shown}\n'
+            f'but that block printed (masked)\n{mask_volatile(actual)}')
+
+
+def test_the_masking_rule():
+    log = '12/01 08:11:05 - minimm - INFO - Epoch(train) [1][10/45]  eta: 0:00:03  time: 0.0123'
+    assert mask_volatile(log) == ('<date> <time> - minimm - INFO - Epoch(train) [1][10/45]  '
+                                  'eta: <t>  time: <t>')
+    assert mask_volatile('took 0.8 s, 12ms; saved 20261201_081105 at 0x7f3a1c2b') == (
+        'took <t>, <t>; saved <date>_<time> at 0x…')
+    assert mask_volatile('loss: 0.1234  lr: 1.0000e-01  12 steps') == (
+        'loss: 0.1234  lr: 1.0000e-01  12 steps')                 # numbers are compared
+    assert mask_volatile('minimm: compiling the native ops into /x (first use)\nok') == 'ok'
+    assert shows('a\n...\nd', 'a\nb\nc\nd\n') and shows('a\n...\nb', 'a\nb')
+    assert not shows('a\nd', 'a\nb\nd') and not shows('loss: 0.1235', 'loss: 0.1234')
 
 
 def test_every_tutorial_has_code_and_a_translation():
@@ -114,16 +248,26 @@ def test_every_tutorial_has_code_and_a_translation():
     chinese = sorted(p.name for p in ZH_CN.glob('*.md'))
     assert english, 'no tutorials found'
     assert chinese == english, 'tutorials/ and tutorials/zh_cn/ must hold the same file names'
-    numbered = [name for name in english if name[:2].isdigit()]
-    assert numbered and all(python_blocks(TUTORIALS / name) for name in numbered)
+    for doc in NUMBERED:
+        assert any('assert ' in block for block in python_blocks(doc)), (
+            f'{doc_id(doc)} has no python block with an assertion')
+        assert text_blocks(doc), f'{doc_id(doc)} shows no output in a ```text block'
 
 
 @pytest.mark.parametrize('doc', sorted(ZH_CN.glob('*.md')), ids=doc_id)
 def test_zh_cn_code_matches_english(doc):
     english = TUTORIALS / doc.name
     assert english.exists(), f'{doc_id(doc)} has no English original {doc_id(english)}'
-    assert python_blocks(doc) == python_blocks(english), (
-        f'{doc_id(doc)}: the python blocks must be identical to those of {doc_id(english)}')
+    chinese_code, english_code = python_blocks(doc), python_blocks(english)
+    assert len(chinese_code) == len(english_code), (
+        f'{doc_id(doc)} has {len(chinese_code)} python blocks, {doc_id(english)} '
+        f'{len(english_code)}')
+    for number, (zh, en) in enumerate(zip(chinese_code, english_code), 1):
+        assert code_tokens(zh) == code_tokens(en), (
+            f'{doc_id(doc)}: python block {number} differs from {doc_id(english)}\'s in more '
+            f'than its comments')
+    assert text_blocks(doc) == text_blocks(english), (
+        f'{doc_id(doc)}: the text blocks must be those of {doc_id(english)}, in the same places')
 
 
 FENCED = re.compile(r'^```.*?^```[ \t]*$', re.DOTALL | re.MULTILINE)
@@ -150,3 +294,24 @@ def test_zh_cn_uses_one_term_per_concept(doc):
     problems = [f'{message}: ...{prose[max(0, m.start() - 20):m.end() + 20]!r}...'
                 for pattern, message in ZH_TERM_RULES for m in pattern.finditer(prose)]
     assert not problems, f'{doc_id(doc)}:\n' + '\n'.join(problems)
+
+
+# The names the course must teach (MMCV 1.7's hooks, MMEngine's built-ins, MMCV's helpers, ...) are
+# listed in tests/course_names.txt: as data, because some of them name backend code, and a test
+# module that does must run in both CI lanes (tests/backend_words.py).
+COURSE_NAMES = Path(__file__).with_name('course_names.txt')
+PRIORITY_LEVELS = {'HIGHEST': 0, 'VERY_HIGH': 10, 'HIGH': 30, 'ABOVE_NORMAL': 40, 'NORMAL': 50,
+                   'BELOW_NORMAL': 60, 'LOW': 70, 'VERY_LOW': 90, 'LOWEST': 100}
+
+
+def test_the_course_teaches_the_hook_names_and_the_priority_levels():
+    prose = '\n'.join(FENCED.sub('', doc.read_text(encoding='utf-8'))
+                      for doc in NUMBERED if doc.parent == TUTORIALS)
+    names = sorted({name for line in COURSE_NAMES.read_text(encoding='utf-8').splitlines()
+                    if not line.startswith('#') for name in line.split()})
+    assert len(names) > 50, f'{COURSE_NAMES.name} lists only {len(names)} names'
+    missing = [name for name in names if f'`{name}' not in prose]
+    assert not missing, f'never named in the prose of the English tutorials: {missing}'
+    unnamed = [level for level, value in PRIORITY_LEVELS.items()
+               if not re.search(rf'`{level}` \(?{value}\b', prose)]
+    assert not unnamed, f'priority levels never named with their number: {unnamed}'

@@ -18,7 +18,10 @@ TRAIN_STEP = {
 }
 NOTES = {'OptimizerHook': 'backward + optimizer step', 'ParamSchedulerHook': 'steps LR schedule',
          'LrUpdaterHook': "sets this iteration's LR", 'EMAHook': 'averages the new weights',
-         'EvalHook': 'acts if by_epoch=False'}
+         # MMCV's EvalHook acts in before_train_iter only once (the `start` evaluation).
+         'EvalHook': {
+             'before_train_iter': 'once, at the first iteration,\nif by_epoch=False and start is set',
+             'after_train_iter': 'evaluates every interval\niterations if by_epoch=False'}}
 COLOURS = {'MMEngine': '#4c72b0', 'MMCV 1.x': '#dd8452'}
 
 
@@ -67,8 +70,9 @@ def mmcv_rows() -> List[HookRow]:
     return rows_of(runner.hooks)
 
 
-def _note(name: str) -> str:
-    return next((note for key, note in NOTES.items() if name.endswith(key)), '')
+def _note(name: str, stage: str) -> str:
+    note = next((note for key, note in NOTES.items() if name.endswith(key)), '')
+    return note.get(stage, '') if isinstance(note, dict) else note
 
 
 def draw_iteration(ax, world: str, rows: Sequence[HookRow]) -> None:
@@ -87,7 +91,7 @@ def draw_iteration(ax, world: str, rows: Sequence[HookRow]) -> None:
                     fontsize=8, color='white', weight='bold')
             continue
         for i, row in enumerate(hooks):
-            note = _note(row.name)
+            note = _note(row.name, title)
             ax.add_patch(_box(x, -i - 0.85, 0.75, COLOURS[world], 0.9 if note else 0.25))
             label = f'{i + 1}. {row.name}\npriority {row.priority} ({_level(row.priority)})'
             if note:

@@ -9,7 +9,7 @@ from ..plot_lr import mmengine_schedule
 
 EPOCH_LENGTH = 10
 SCHEDULES: Dict[str, list] = {
-    'LinearLR warm-up + CosineAnnealingLR (the demo)': [
+    'LinearLR warm-up + CosineAnnealingLR': [
         dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=20),
         dict(type='CosineAnnealingLR', by_epoch=True, begin=0, end=12)],
     'LinearLR warm-up + MultiStepLR([8, 11])': [
