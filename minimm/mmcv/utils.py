@@ -1,5 +1,6 @@
 """Small helpers the runners use, as MMCV 1.7's ``mmcv/runner/utils.py`` (plus
-``is_method_overridden`` and ``symlink``, which MMCV keeps in ``mmcv/utils``). Left out: nothing.
+``is_method_overridden`` and ``symlink``, which MMCV keeps in ``mmcv/utils``, and the JSON
+``set_default`` of ``mmcv.fileio``). Left out: nothing.
 """
 import os
 import random
@@ -84,3 +85,15 @@ def is_method_overridden(method: str, base_class: type, derived_class) -> bool:
     base_method = getattr(base_class, method)
     derived_method = getattr(derived_class, method)
     return derived_method != base_method
+
+
+def json_set_default(obj):
+    """What ``mmcv.dump`` turns into JSON beyond the built-in types (MMCV keeps it as ``set_default``
+    in ``mmcv/fileio/handlers/json_handler.py``; the logger hooks are its only users here)."""
+    if isinstance(obj, (set, range)):
+        return list(obj)
+    elif isinstance(obj, np.ndarray):
+        return obj.tolist()
+    elif isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f'{type(obj)} is unsupported for json dump')

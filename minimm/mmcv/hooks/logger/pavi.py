@@ -16,11 +16,11 @@ import torch
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from minimm.config import Config
-from ...dist_utils import master_only
 
+from ...dist_utils import master_only
+from ...utils import json_set_default
 from ..hook import HOOKS
 from .base import LoggerHook
-from .text import _json_default
 
 
 @HOOKS.register_module()
@@ -98,7 +98,7 @@ class PaviLoggerHook(LoggerHook):
                 config_dict = config_dict.copy()
                 config_dict.setdefault('max_iter', runner.max_iters)
                 # through JSON first, which turns the values YAML cannot write into plain ones
-                config_dict = json.loads(json.dumps(config_dict, default=_json_default))
+                config_dict = json.loads(json.dumps(config_dict, default=json_set_default))
                 try:
                     import yaml
                 except ImportError:

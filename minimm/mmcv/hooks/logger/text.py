@@ -18,23 +18,12 @@ import os.path as osp
 from collections import OrderedDict
 from typing import Dict, Optional, Union
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
+from ...utils import json_set_default
 from ..hook import HOOKS
 from .base import LoggerHook
-
-
-def _json_default(obj):
-    """What ``mmcv.dump`` turns into JSON beyond the built-in types (MMCV's ``set_default``)."""
-    if isinstance(obj, (set, range)):
-        return list(obj)
-    elif isinstance(obj, np.ndarray):
-        return obj.tolist()
-    elif isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f'{type(obj)} is unsupported for json dump')
 
 
 @HOOKS.register_module()
@@ -159,7 +148,7 @@ class TextLoggerHook(LoggerHook):
         # only rank 0 appends, one line per record
         if runner.rank == 0:
             with open(self.json_log_path, 'a+') as f:
-                json.dump(json_log, f, default=_json_default)
+                json.dump(json_log, f, default=json_set_default)
                 f.write('\n')
 
     def _round_float(self, items):
