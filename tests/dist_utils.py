@@ -25,6 +25,10 @@ def _worker(rank, world_size, port, out_dir, fn, args, backend):
     try:
         result = fn(rank, *args)
         torch.save(result, os.path.join(out_dir, f'rank{rank}.pt'))
+        # The ranks leave together: a rank that tears gloo down while its peer still has a
+        # collective in flight makes the peer abort ("terminate called without an active
+        # exception"), which failed about one run in four.
+        torch_dist.barrier()
     finally:
         torch_dist.destroy_process_group()
 
