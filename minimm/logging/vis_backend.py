@@ -52,12 +52,6 @@ def import_optional(module: str, backend: str, pip_name: Optional[str] = None) -
                           f'"pip install {pip_name or module}"') from e
 
 
-def json_default(obj: Any) -> Any:
-    """``json.dump``'s ``default`` (minimm.mmcv's TextLoggerHook passes it): the one converter,
-    ``to_plain_data``, for the numpy values, tensors and sets JSON cannot hold."""
-    return to_plain_data(obj, type(obj).__name__, for_json=True)
-
-
 def check_no_step_key(scalar_dict: dict) -> None:
     """Refuse a ``step`` key among the scalars: the step of a write is its ``step`` argument."""
     if 'step' in scalar_dict:
