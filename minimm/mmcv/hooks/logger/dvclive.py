@@ -21,7 +21,8 @@ class DvcliveLoggerHook(LoggerHook):
     def __init__(self, model_file: Optional[str] = None, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = False, by_epoch: bool = True,
                  dvclive=None, **kwargs):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.model_file = model_file
         self._import_dvclive(dvclive, **kwargs)
 

@@ -29,7 +29,8 @@ class MlflowLoggerHook(LoggerHook):
     def __init__(self, exp_name: Optional[str] = None, tags: Optional[Dict] = None,
                  params: Optional[Dict] = None, log_model: bool = True, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = False, by_epoch: bool = True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.import_mlflow()
         self.exp_name, self.tags, self.params = exp_name, tags, params
         self.log_model = log_model
@@ -45,13 +46,12 @@ class MlflowLoggerHook(LoggerHook):
     @master_only
     def before_run(self, runner) -> None:
         super().before_run(runner)
-        # each setting only when given, in this order (the experiment first: the run lives in it)
-        if self.exp_name is not None:
-            self.mlflow.set_experiment(self.exp_name)
-        if self.tags is not None:
-            self.mlflow.set_tags(self.tags)
-        if self.params is not None:
-            self.mlflow.log_params(self.params)
+        # each setting only when given; the experiment first, since the run lives in it
+        for apply, value in ((self.mlflow.set_experiment, self.exp_name),
+                             (self.mlflow.set_tags, self.tags),
+                             (self.mlflow.log_params, self.params)):
+            if value is not None:
+                apply(value)
 
     @master_only
     def log(self, runner) -> None:

@@ -20,7 +20,8 @@ class NeptuneLoggerHook(LoggerHook):
     def __init__(self, init_kwargs: Optional[Dict] = None, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = True, with_step: bool = True,
                  by_epoch: bool = True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.import_neptune()
         self.init_kwargs = init_kwargs
         self.with_step = with_step

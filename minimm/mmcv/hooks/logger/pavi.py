@@ -68,22 +68,21 @@ class PaviLoggerHook(LoggerHook):
     def __init__(self, init_kwargs: Optional[Dict] = None, add_graph: Optional[bool] = None,
                  img_key: Optional[str] = None, add_last_ckpt: bool = False, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = False, by_epoch: bool = True,
-                 add_graph_kwargs: Optional[Dict] = None,
-                 add_ckpt_kwargs: Optional[Dict] = None) -> None:
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+                 add_graph_kwargs: Optional[Dict] = None, add_ckpt_kwargs: Optional[Dict] = None
+                 ) -> None:
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.init_kwargs = init_kwargs
         self.add_last_ckpt = add_last_ckpt
 
         graph = {'active': False, 'start': 0, 'interval': 1, 'img_key': 'img',
                  'opset_version': 11, 'dummy_forward_kwargs': {}, **(add_graph_kwargs or {})}
-        if add_graph is not None:
-            warnings.warn('"add_graph" is deprecated in `PaviLoggerHook`, please use the key '
-                          '"active" of add_graph_kwargs instead', DeprecationWarning)
-            graph['active'] = add_graph
-        if img_key is not None:
-            warnings.warn('"img_key" is deprecated in `PaviLoggerHook`, please use the key '
-                          '"img_key" of add_graph_kwargs instead', DeprecationWarning)
-            graph['img_key'] = img_key
+        deprecated = (('add_graph', 'active', add_graph), ('img_key', 'img_key', img_key))
+        for old, key, value in deprecated:
+            if value is not None:  # the old arguments still win over add_graph_kwargs
+                warnings.warn(f'"{old}" is deprecated in `PaviLoggerHook`, please use the key '
+                              f'"{key}" of add_graph_kwargs instead', DeprecationWarning)
+                graph[key] = value
         self.add_graph = graph['active']
         self.add_graph_start, self.add_graph_interval = graph['start'], graph['interval']
         self.img_key = graph['img_key']

@@ -15,7 +15,8 @@ class SegmindLoggerHook(LoggerHook):
 
     def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
                  by_epoch=True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.import_segmind()
 
     def import_segmind(self) -> None:

@@ -19,7 +19,8 @@ class TensorboardLoggerHook(LoggerHook):
 
     def __init__(self, log_dir: Optional[str] = None, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = False, by_epoch: bool = True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.log_dir = log_dir
 
     @master_only

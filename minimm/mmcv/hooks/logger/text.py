@@ -44,8 +44,8 @@ class TextLoggerHook(LoggerHook):
 
     def __init__(self, by_epoch: bool = True, interval: int = 10, ignore_last: bool = True,
                  reset_flag: bool = False, interval_exp_name: int = 1000,
-                 out_dir: Optional[str] = None,
-                 out_suffix: Union[str, tuple] = ('.log.json', '.log', '.py'),
+                 out_dir: Optional[str] = None, out_suffix: Union[str, tuple] = (
+                     '.log.json', '.log', '.py'),
                  keep_local: bool = True, file_client_args: Optional[Dict] = None):
         if out_dir is None and file_client_args is not None:
             raise ValueError('file_client_args should be "None" when `out_dir` is not '
@@ -54,7 +54,8 @@ class TextLoggerHook(LoggerHook):
             raise TypeError(f'out_dir should be "None" or string, but got {out_dir}')
         if file_client_args not in (None, dict(backend='disk')):
             raise ValueError(f'minimm copies logs to a local out_dir only, got {file_client_args}')
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.interval_exp_name = interval_exp_name
         self.out_dir = out_dir
         self.out_suffix = out_suffix

@@ -34,9 +34,10 @@ class WandbLoggerHook(LoggerHook):
     def __init__(self, init_kwargs: Optional[Dict] = None, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = False, commit: bool = True,
                  by_epoch: bool = True, with_step: bool = True, log_artifact: bool = True,
-                 out_suffix: Union[str, tuple] = ('.log.json', '.log', '.py'),
-                 define_metric_cfg: Optional[Dict] = None):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+                 out_suffix: Union[str, tuple] = ('.log.json', '.log', '.py'), define_metric_cfg:
+                 Optional[Dict] = None):
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.import_wandb()  # fail at build time, not after the first epoch
         self.init_kwargs = init_kwargs
         self.commit, self.with_step = commit, with_step
