@@ -101,7 +101,7 @@ class PaviLoggerHook(LoggerHook):
         except ImportError:
             raise ImportError('No module named pavi, please contact pavi team or visit '
                               'document for pavi installation instructions.')
-        self.run_name = runner.work_dir.split('/')[-1]
+        self.run_name = osp.basename(runner.work_dir)  # also the tag of the checkpoints
         kwargs = self.init_kwargs = self.init_kwargs or {}
         kwargs.setdefault('name', self.run_name)
         kwargs.setdefault('model', runner._model_name)

@@ -99,10 +99,10 @@ class TextLoggerHook(LoggerHook):
     @staticmethod
     def _first_group_lr(runner):
         """The learning rate of param group 0, or ``{optimizer name: that lr}``."""
-        lrs = runner.current_lr()
-        if isinstance(lrs, dict):
-            return {name: groups[0] for name, groups in lrs.items()}
-        return lrs[0]
+        per_group = runner.current_lr()
+        if isinstance(per_group, list):
+            return per_group[0]
+        return {name: groups[0] for name, groups in per_group.items()}
 
     def _get_max_memory(self, runner) -> int:
         """The peak CUDA memory in MiB, the largest over all ranks."""
@@ -175,7 +175,7 @@ class TextLoggerHook(LoggerHook):
             return  # one file per run, written by rank 0
         line = json.dumps({key: self._round_float(value) for key, value in log_dict.items()},
                           default=json_set_default)
-        with open(self.json_log_path, 'a+') as f:
+        with open(self.json_log_path, 'a') as f:
             f.write(line + '\n')
 
     def after_run(self, runner) -> None:
