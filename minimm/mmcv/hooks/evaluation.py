@@ -58,8 +58,7 @@ class EvalHook(Hook):
                  out_dir: Optional[str] = None, file_client_args: Optional[dict] = None,
                  **eval_kwargs):
         if not isinstance(dataloader, DataLoader):
-            raise TypeError(f'dataloader must be a pytorch DataLoader, '
-                            f'but got {type(dataloader)}')
+            raise TypeError(f'dataloader must be a pytorch DataLoader, but got {type(dataloader)}')
         if interval <= 0:
             raise ValueError(f'interval must be a positive number, but got {interval}')
         assert isinstance(by_epoch, bool), '``by_epoch`` should be a boolean'
@@ -152,13 +151,17 @@ class EvalHook(Hook):
     def after_train_iter(self, runner):
         if self.by_epoch or not self._should_evaluate(runner):
             return
-        # This hook runs before the logger hooks: make them log (and clear) the train averages
-        # now, so train and eval numbers do not land in one log line.
-        for hook in runner._hooks:
-            if isinstance(hook, LoggerHook):
-                hook.after_train_iter(runner)
-        runner.log_buffer.clear()
+        self._flush_train_log(runner)
         self._do_evaluate(runner)
+
+    @staticmethod
+    def _flush_train_log(runner):
+        """This hook runs before the logger hooks: make them log the train averages now, then
+        clear the buffer, so that train and eval numbers do not land in one log line."""
+        logger_hooks = [hook for hook in runner._hooks if isinstance(hook, LoggerHook)]
+        for logger_hook in logger_hooks:
+            logger_hook.after_train_iter(runner)
+        runner.log_buffer.clear()
 
     def _should_evaluate(self, runner):
         done = (runner.epoch if self.by_epoch else runner.iter) + 1  # counting this one

@@ -1,12 +1,16 @@
 """MMCV 1.x's optimizer hooks: in ``mmcv.runner`` the backward pass and the optimizer step live in a
 hook that runs after each train iteration, not in the training loop.
 
-Four hooks, each a small change of the one before it:
+Four hooks, each a small change of the one before it. An iteration is three steps, written as
+three small methods: ``_zero_grad``, ``_backward``, ``_step`` (clip, then step).
 
-- ``OptimizerHook``: zero the gradients, backward, clip (optional), step.
-- ``GradientCumulativeOptimizerHook``: backward every iteration, step every ``cumulative_iters``.
-- ``Fp16OptimizerHook``: one step with a ``GradScaler`` scaling the loss (mixed precision).
-- ``GradientCumulativeFp16OptimizerHook``: both at once.
+- ``OptimizerHook``: zero the gradients, backward, step.
+- ``GradientCumulativeOptimizerHook``: backward every iteration, step (and zero) only every
+  ``cumulative_iters``: a different ``after_train_iter``, the same three steps.
+- ``Fp16OptimizerHook``: the same ``after_train_iter``, its three steps done through a
+  ``GradScaler`` that scales the loss (mixed precision).
+- ``GradientCumulativeFp16OptimizerHook``: the cumulative ``after_train_iter`` with the fp16
+  steps; by the MRO it needs no code of its own.
 
 The scaler's state is kept in ``runner.meta['fp16']``, so a resumed run goes on with the same scale.
 Only MMCV's torch >= 1.6 path is here: ``coalesce``, ``bucket_size_mb`` and ``distributed`` are
@@ -54,14 +58,24 @@ class OptimizerHook(Hook):
         if norm is not None:
             runner.log_buffer.update({'grad_norm': float(norm)}, runner.outputs['num_samples'])
 
-    def after_train_iter(self, runner):
-        loss = runner.outputs['loss']
+    # The three steps of an iteration; the fp16 hook does each through its scaler.
+    def _zero_grad(self, runner) -> None:
         runner.optimizer.zero_grad()
-        if self.detect_anomalous_params:
-            self.detect_anomalous_parameters(loss, runner)
+
+    def _backward(self, runner, loss: Tensor) -> None:
         loss.backward()
+
+    def _step(self, runner) -> None:
         self._clip_and_log(runner)
         runner.optimizer.step()
+
+    def after_train_iter(self, runner):
+        loss = runner.outputs['loss']
+        self._zero_grad(runner)
+        if self.detect_anomalous_params:
+            self.detect_anomalous_parameters(loss, runner)
+        self._backward(runner, loss)
+        self._step(runner)
 
     def detect_anomalous_parameters(self, loss: Tensor, runner) -> None:
         # Walk the autograd graph back from the loss, without recursion. Its leaves
@@ -106,7 +120,7 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
         return any(isinstance(m, _BatchNorm) for m in module.modules())
 
     def _init(self, runner):
-        if runner.iter % self.cumulative_iters != 0:
+        if runner.iter % self.cumulative_iters:
             runner.logger.warning(
                 'Resume iter number is not divisible by cumulative_iters in '
                 'GradientCumulativeOptimizerHook, which means the gradient of some iters is lost '
@@ -135,12 +149,11 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
     def after_train_iter(self, runner):
         if not self.initialized:
             self._init(runner)
-        # No zero_grad here: the gradients of the group add up until the step.
-        (runner.outputs['loss'] / self._get_loss_factor(runner)).backward()
+        # No zero_grad before the backward: the gradients of a group add up until its step.
+        self._backward(runner, runner.outputs['loss'] / self._get_loss_factor(runner))
         if self._group_ends(runner):
-            self._clip_and_log(runner)
-            runner.optimizer.step()
-            runner.optimizer.zero_grad()
+            self._step(runner)
+            self._zero_grad(runner)
 
 
 @HOOKS.register_module()
@@ -157,6 +170,7 @@ class Fp16OptimizerHook(OptimizerHook):
                  distributed: bool = True):
         # As in MMCV, OptimizerHook.__init__ is not called: the attributes are set here.
         self.grad_clip = grad_clip
+        self.detect_anomalous_params = False  # not offered with fp16
         self.coalesce = coalesce
         self.bucket_size_mb = bucket_size_mb
         self.distributed = distributed
@@ -195,36 +209,28 @@ class Fp16OptimizerHook(OptimizerHook):
         for half, master in zip(fp16_net.parameters(), fp32_weights):
             half.data.copy_(master.data)
 
-    def _scaled_step(self, runner) -> None:
-        """Unscale, clip, step (the scaler skips it on inf/nan gradients), adjust the scale and
-        keep the scaler's state for a resume."""
-        self.loss_scaler.unscale_(runner.optimizer)
-        self._clip_and_log(runner)
-        self.loss_scaler.step(runner.optimizer)
-        self.loss_scaler.update(self._scale_update_param)
-        runner.meta.setdefault('fp16', {})['loss_scaler'] = self.loss_scaler.state_dict()
-
-    def after_train_iter(self, runner) -> None:
+    # OptimizerHook.after_train_iter runs these three in its order.
+    def _zero_grad(self, runner) -> None:
         runner.model.zero_grad()
         runner.optimizer.zero_grad()
-        self.loss_scaler.scale(runner.outputs['loss']).backward()
-        self._scaled_step(runner)
+
+    def _backward(self, runner, loss: Tensor) -> None:
+        self.loss_scaler.scale(loss).backward()
+
+    def _step(self, runner) -> None:
+        """Unscale (so clipping sees the true gradients), clip, step (the scaler skips it when
+        a gradient is inf/nan), adjust the scale, and keep the scaler's state for a resume."""
+        scaler = self.loss_scaler
+        scaler.unscale_(runner.optimizer)
+        self._clip_and_log(runner)
+        scaler.step(runner.optimizer)
+        scaler.update(self._scale_update_param)
+        runner.meta.setdefault('fp16', {})['loss_scaler'] = scaler.state_dict()
 
 
 @HOOKS.register_module()
 class GradientCumulativeFp16OptimizerHook(GradientCumulativeOptimizerHook, Fp16OptimizerHook):
-    """Accumulation and loss scaling together. By the MRO, ``cumulative_iters`` is taken by the
-    cumulative hook and the other arguments reach ``Fp16OptimizerHook.__init__``."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-
-    def after_train_iter(self, runner) -> None:
-        if not self.initialized:
-            self._init(runner)
-        loss = runner.outputs['loss'] / self._get_loss_factor(runner)
-        self.loss_scaler.scale(loss).backward()
-        if self._group_ends(runner):
-            self._scaled_step(runner)
-            runner.model.zero_grad()
-            runner.optimizer.zero_grad()
+    """Accumulation and loss scaling together, with no code of its own: by the MRO,
+    ``__init__`` and ``after_train_iter`` are the cumulative hook's (``cumulative_iters`` is
+    taken there, the other arguments reach ``Fp16OptimizerHook.__init__``), and the three steps
+    they call are the fp16 hook's."""
