@@ -45,33 +45,49 @@ def cast_tensor_type(inputs, src_type: torch.dtype, dst_type: torch.dtype):
     return inputs
 
 
-def _call_in_precision(method: Callable, args: tuple, kwargs: dict, apply_to: Optional[Iterable],
-                       src_type: torch.dtype, dst_type: torch.dtype, autocast: bool,
-                       cast_back: bool):
-    """What both decorators do once ``fp16_enabled`` is on.
+def _precision_decorator(check_owner: Callable, apply_to: Optional[Iterable],
+                         src_type: torch.dtype, dst_type: torch.dtype, autocast: bool,
+                         cast_back: bool) -> Callable:
+    """What both decorators are, told apart by their arguments.
 
-    The arguments named in ``apply_to`` (None: every named parameter) have their ``src_type``
-    tensors cast to ``dst_type``; positional arguments are named by their position, defaults
-    are left alone. With ``cast_back`` the output's ``dst_type`` tensors return to ``src_type``.
+    Once the method's module has ``fp16_enabled`` on, the arguments named in ``apply_to`` (None:
+    every named parameter) have their ``src_type`` tensors cast to ``dst_type`` (positional
+    arguments are named by their position; defaults are left alone), the method runs with CUDA
+    autocast on or off, and with ``cast_back`` the output's ``dst_type`` tensors return to
+    ``src_type``.
     """
-    names = getfullargspec(method).args
-    chosen = names if apply_to is None else apply_to
 
-    def maybe_cast(name, value):
-        return cast_tensor_type(value, src_type, dst_type) if name in chosen else value
+    def decorate(method: Callable) -> Callable:
+        names = getfullargspec(method).args
 
-    new_args = [maybe_cast(name, value) for name, value in zip(names, args)]
-    # Extra positional arguments (a ``*args``) have no name to choose them by: passed as given.
-    new_args += args[len(new_args):]
-    new_kwargs = {name: maybe_cast(name, value) for name, value in kwargs.items()}
-    with _autocast(enabled=autocast):
-        output = method(*new_args, **new_kwargs)
-    return cast_tensor_type(output, dst_type, src_type) if cast_back else output
+        @functools.wraps(method)
+        def run(*args, **kwargs):
+            check_owner(args[0])
+            if not getattr(args[0], 'fp16_enabled', False):
+                return method(*args, **kwargs)
+            chosen = names if apply_to is None else apply_to
+
+            def maybe_cast(name, value):
+                return cast_tensor_type(value, src_type, dst_type) if name in chosen else value
+
+            new_args = [maybe_cast(name, value) for name, value in zip(names, args)]
+            # Extra positional arguments (a ``*args``) have no name to be chosen by: as given.
+            new_args += args[len(new_args):]
+            new_kwargs = {name: maybe_cast(name, value) for name, value in kwargs.items()}
+            with _autocast(enabled=autocast):
+                output = method(*new_args, **new_kwargs)
+            return cast_tensor_type(output, dst_type, src_type) if cast_back else output
+
+        return run
+
+    return decorate
 
 
 def auto_fp16(apply_to: Optional[Iterable] = None, out_fp32: bool = False,
               supported_types: tuple = (nn.Module, )) -> Callable:
-    """Decorate a method to run in float16 once its module's ``fp16_enabled`` is True.
+    """Decorate a method to run in float16, under autocast, once its module's ``fp16_enabled``
+    is True: the float32 tensors among the arguments named in ``apply_to`` (None: all) become
+    float16; ``out_fp32`` turns float16 results back to float32.
 
     Example::
 
@@ -83,42 +99,26 @@ def auto_fp16(apply_to: Optional[Iterable] = None, out_fp32: bool = False,
                 ...
     """
 
-    def decorate(method: Callable) -> Callable:
+    def check_owner(owner):
+        if not isinstance(owner, supported_types):
+            raise TypeError('@auto_fp16 can only be used to decorate the method of those '
+                            f'classes {supported_types}')
 
-        @functools.wraps(method)
-        def run(*args, **kwargs):
-            if not isinstance(args[0], supported_types):
-                raise TypeError('@auto_fp16 can only be used to decorate the method of those '
-                                f'classes {supported_types}')
-            if not getattr(args[0], 'fp16_enabled', False):
-                return method(*args, **kwargs)
-            return _call_in_precision(method, args, kwargs, apply_to, torch.float, torch.half,
-                                      autocast=True, cast_back=out_fp32)
-
-        return run
-
-    return decorate
+    return _precision_decorator(check_owner, apply_to, torch.float, torch.half, autocast=True,
+                                cast_back=out_fp32)
 
 
 def force_fp32(apply_to: Optional[Iterable] = None, out_fp16: bool = False) -> Callable:
     """Decorate a method to run in float32, autocast off, once ``fp16_enabled`` is True: the
-    float16 tensors among the arguments named in ``apply_to`` (None: all) become float32."""
+    float16 tensors among the arguments named in ``apply_to`` (None: all) become float32;
+    ``out_fp16`` turns float32 results to float16."""
 
-    def decorate(method: Callable) -> Callable:
+    def check_owner(owner):
+        if not isinstance(owner, nn.Module):
+            raise TypeError('@force_fp32 can only be used to decorate the method of nn.Module')
 
-        @functools.wraps(method)
-        def run(*args, **kwargs):
-            if not isinstance(args[0], nn.Module):
-                raise TypeError('@force_fp32 can only be used to decorate the method of '
-                                'nn.Module')
-            if not getattr(args[0], 'fp16_enabled', False):
-                return method(*args, **kwargs)
-            return _call_in_precision(method, args, kwargs, apply_to, torch.half, torch.float,
-                                      autocast=False, cast_back=out_fp16)
-
-        return run
-
-    return decorate
+    return _precision_decorator(check_owner, apply_to, torch.half, torch.float, autocast=False,
+                                cast_back=out_fp16)
 
 
 def wrap_fp16_model(model: nn.Module) -> None:
