@@ -141,8 +141,8 @@ def patch_norm_fp32(module: nn.Module) -> nn.Module:
     return module
 
 
-def patch_forward_method(func: Callable, src_type: torch.dtype, dst_type: torch.dtype,
-                         convert_output: bool = True) -> Callable:
+def patch_forward_method(func: Callable, src_type: torch.dtype,
+                         dst_type: torch.dtype, convert_output: bool = True) -> Callable:
     """Wrap ``func`` to cast its ``src_type`` tensor arguments to ``dst_type`` (and, with
     ``convert_output``, its ``dst_type`` results back to ``src_type``)."""
 

@@ -44,8 +44,8 @@ class OptimWrapper:
             ``clip_grad_value_``. The norm is logged as ``train/grad_norm`` in the message hub.
     """
 
-    def __init__(self, optimizer: Optimizer, accumulative_counts: int = 1,
-                 clip_grad: Optional[dict] = None):
+    def __init__(self, optimizer: Optimizer,
+                 accumulative_counts: int = 1, clip_grad: Optional[dict] = None):
         if not isinstance(optimizer, Optimizer):
             raise TypeError('optimizer must be a `torch.optim.Optimizer` instance, but got '
                             f'{type(optimizer)}; build it first, or use build_optim_wrapper')
@@ -88,8 +88,8 @@ class OptimWrapper:
 
     # --- one training step: scale_loss -> backward -> (step -> zero_grad) ---
 
-    def update_params(self, loss: torch.Tensor, step_kwargs: Optional[Dict] = None,
-                      zero_kwargs: Optional[Dict] = None) -> None:
+    def update_params(self, loss: torch.Tensor, step_kwargs: Optional[dict] = None,
+                      zero_kwargs: Optional[dict] = None) -> None:
         """Backward ``loss``; when this completes an accumulation group, step and zero."""
         self.backward(self.scale_loss(loss))
         if not self.should_update():
@@ -124,8 +124,8 @@ class OptimWrapper:
 
     # --- accumulation bookkeeping ---
 
-    def initialize_count_status(self, model: torch.nn.Module, init_counts: int,
-                                max_counts: int) -> None:
+    def initialize_count_status(self, model: torch.nn.Module,
+                                init_counts: int, max_counts: int) -> None:
         """Where training starts (``init_counts``: a resumed run's iteration) and how long it
         is, so that the last, short group is averaged over its own size."""
         self._inner_count = init_counts

@@ -25,8 +25,8 @@ class EMAHook(Hook):
     """``momentum`` is the weight of the new value; ``warm_up`` makes the first updates take
     more of it; ``resume_from`` resumes a checkpoint once the EMA buffers exist to load into."""
 
-    def __init__(self, momentum: float = 0.0002, interval: int = 1, warm_up: int = 100,
-                 resume_from: Optional[str] = None):
+    def __init__(self, momentum: float = 0.0002, interval: int = 1,
+                 warm_up: int = 100, resume_from: Optional[str] = None):
         assert isinstance(interval, int) and interval > 0
         assert 0 < momentum < 1
         self.interval = interval

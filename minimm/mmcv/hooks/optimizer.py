@@ -166,8 +166,8 @@ class Fp16OptimizerHook(OptimizerHook):
     """
 
     def __init__(self, grad_clip: Optional[dict] = None, coalesce: bool = True,
-                 bucket_size_mb: int = -1, loss_scale: Union[float, str, dict] = 512.,
-                 distributed: bool = True):
+                 bucket_size_mb: int = -1,
+                 loss_scale: Union[float, str, dict] = 512., distributed: bool = True):
         # As in MMCV, OptimizerHook.__init__ is not called: the attributes are set here.
         self.grad_clip = grad_clip
         self.detect_anomalous_params = False  # not offered with fp16

@@ -29,10 +29,9 @@ class ProfilerHook(Hook):
 
     def __init__(self, by_epoch: bool = True, profile_iters: int = 1,
                  activities: List[str] = ['cpu', 'cuda'], schedule: Optional[dict] = None,
-                 on_trace_ready: Optional[Union[Callable, dict]] = None,
-                 record_shapes: bool = False, profile_memory: bool = False,
-                 with_stack: bool = False, with_flops: bool = False,
-                 json_trace_path: Optional[str] = None) -> None:
+                 on_trace_ready: Union[Callable, dict, None] = None, record_shapes: bool = False,
+                 profile_memory: bool = False, with_stack: bool = False,
+                 with_flops: bool = False, json_trace_path: Optional[str] = None) -> None:
         assert isinstance(by_epoch, bool), '``by_epoch`` should be a boolean.'
         if profile_iters < 1:
             raise ValueError(f'profile_iters should be greater than 0, but got {profile_iters}')

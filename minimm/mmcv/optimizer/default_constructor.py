@@ -92,8 +92,8 @@ class DefaultOptimizerConstructor:
         taken = {param for group in param_group_list for param in group['params']}
         return any(param in taken for param in param_group['params'])
 
-    def add_params(self, params: List[Dict], module: nn.Module, prefix: str = '',
-                   is_dcn_module: Union[int, float, None] = None) -> None:
+    def add_params(self, params: List[Dict], module: nn.Module,
+                   prefix: str = '', is_dcn_module: Union[int, float, None] = None) -> None:
         """Append to ``params`` one group per parameter of ``module`` and, recursively, of its
         children. ``prefix`` is the module's name in the model; ``is_dcn_module`` says whether
         its parent is a DCN."""
