@@ -146,13 +146,9 @@ class CosineRestartLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
-class LinearAnnealingLrUpdaterHook(LrUpdaterHook):
-    """A straight line from the base lr to ``min_lr`` (or ``base_lr * min_lr_ratio``) at ``P``."""
-
-    def __init__(self, min_lr=None, min_lr_ratio=None, **kwargs):
-        check_exactly_one(min_lr=min_lr, min_lr_ratio=min_lr_ratio)
-        self.min_lr, self.min_lr_ratio = min_lr, min_lr_ratio  # one of them is None
-        super().__init__(**kwargs)
+class LinearAnnealingLrUpdaterHook(CosineAnnealingLrUpdaterHook):
+    """CosineAnnealing on a straight line: the same arguments, the same two ends. (In MMCV both
+    subclass LrUpdaterHook; here the shared constructor is written once.)"""
 
     def get_lr(self, runner, base_lr):
         p, end = progress(runner, self.by_epoch)

@@ -46,14 +46,8 @@ class CosineAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
 
 
 @HOOKS.register_module()
-class LinearAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
-    """A straight line from the base momentum to ``min_momentum`` (or ``base_momentum *
-    min_momentum_ratio``) at the end of the run."""
-
-    def __init__(self, min_momentum=None, min_momentum_ratio=None, **kwargs):
-        check_exactly_one(min_momentum=min_momentum, min_momentum_ratio=min_momentum_ratio)
-        self.min_momentum, self.min_momentum_ratio = min_momentum, min_momentum_ratio
-        super().__init__(**kwargs)
+class LinearAnnealingMomentumUpdaterHook(CosineAnnealingMomentumUpdaterHook):
+    """As LinearAnnealingLrUpdaterHook: the cosine's arguments and ends, joined by a line."""
 
     def get_momentum(self, runner, base_momentum):
         p, end = progress(runner, self.by_epoch)
