@@ -56,6 +56,8 @@ class LrUpdaterHook(Hook):
                                       lambda group: group.setdefault('initial_lr', group['lr']))
 
     def before_train_epoch(self, runner):
+        # IterBasedRunner never calls this, so there a per-epoch hook leaves the lr alone: a
+        # quirk of MMCV's that minimm keeps (tests/test_mmcv_lr_updater.py pins it down).
         if self.warmup_iters is None:
             self.warmup_iters = self.warmup_epochs * len(runner.data_loader)
         if self.by_epoch:
