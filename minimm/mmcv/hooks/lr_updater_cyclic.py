@@ -49,7 +49,7 @@ class OneCycleLrUpdaterHook(LrUpdaterHook):
     """The 1cycle policy (https://arxiv.org/abs/1708.07120), over ``total_steps`` iterations
     (``runner.max_iters`` by default): from ``max_lr / div_factor`` up to ``max_lr`` during
     ``pct_start`` of them, then down to ``max_lr / div_factor / final_div_factor``. With
-    ``three_phase`` it first comes back down to where it started, as long as it went up.
+    ``three_phase`` it first comes back to where it started, taking as long as the climb.
     ``max_lr`` is a number, a list (one per param group) or a dict of those per optimizer."""
 
     def __init__(self, max_lr, total_steps=None, pct_start=0.3, anneal_strategy='cos',
