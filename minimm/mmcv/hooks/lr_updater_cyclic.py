@@ -32,7 +32,7 @@ class CyclicLrUpdaterHook(LrUpdaterHook):
         self.gamma = gamma
         self.max_iter_per_phase = None  # MMCV's name for the length of one cycle
         self.lr_phases = []
-        super().__init__(by_epoch, **kwargs)
+        super().__init__(by_epoch=by_epoch, **kwargs)
 
     def before_run(self, runner):
         super().before_run(runner)
