@@ -146,9 +146,13 @@ class CosineRestartLrUpdaterHook(LrUpdaterHook):
 
 
 @HOOKS.register_module()
-class LinearAnnealingLrUpdaterHook(CosineAnnealingLrUpdaterHook):
-    """CosineAnnealing on a straight line: the same arguments, the same two ends. (In MMCV both
-    subclass LrUpdaterHook; here the shared constructor is written once.)"""
+class LinearAnnealingLrUpdaterHook(LrUpdaterHook):
+    """CosineAnnealing's two ends and arguments, joined by a straight line."""
+
+    def __init__(self, min_lr=None, min_lr_ratio=None, **kwargs):
+        check_exactly_one(min_lr=min_lr, min_lr_ratio=min_lr_ratio)
+        self.min_lr, self.min_lr_ratio = min_lr, min_lr_ratio
+        super().__init__(**kwargs)
 
     def get_lr(self, runner, base_lr):
         p, end = progress(runner, self.by_epoch)

@@ -46,8 +46,13 @@ class CosineAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
 
 
 @HOOKS.register_module()
-class LinearAnnealingMomentumUpdaterHook(CosineAnnealingMomentumUpdaterHook):
+class LinearAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
     """As LinearAnnealingLrUpdaterHook: the cosine's arguments and ends, joined by a line."""
+
+    def __init__(self, min_momentum=None, min_momentum_ratio=None, **kwargs):
+        check_exactly_one(min_momentum=min_momentum, min_momentum_ratio=min_momentum_ratio)
+        self.min_momentum, self.min_momentum_ratio = min_momentum, min_momentum_ratio
+        super().__init__(**kwargs)
 
     def get_momentum(self, runner, base_momentum):
         p, end = progress(runner, self.by_epoch)
