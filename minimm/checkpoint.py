@@ -184,12 +184,14 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 
 
 def load_state_dict(module: nn.Module, state_dict: dict, strict: bool = False,
-                    logger=None) -> None:
+                    logger=None, what: str = 'model') -> None:
     """Load ``state_dict`` into ``module``, as MMEngine 0.10's ``load_state_dict``.
 
     Tensors whose shape differs from the module's are skipped (the fine-tuning case: another
     ``num_classes``). Unexpected, missing and mismatched keys are reported in one message, a
     warning with ``strict=False`` (the default) and a RuntimeError with ``strict=True``.
+    ``what`` names the module in that message (minimm's addition: EMAHook loads the same
+    checkpoint into its averaged copy, and the two reports must be told apart).
     """
     own = module.state_dict()
     mismatched = [key for key, value in state_dict.items()
@@ -207,7 +209,7 @@ def load_state_dict(module: nn.Module, state_dict: dict, strict: bool = False,
                f'{tuple(own[key].shape)}.' for key in mismatched]
     if not errors:
         return
-    message = '\n'.join(['The model and loaded state dict do not match exactly'] + errors)
+    message = '\n'.join([f'The {what} and loaded state dict do not match exactly'] + errors)
     if strict:
         raise RuntimeError(message)
     if logger is not None:

@@ -1,4 +1,4 @@
-"""The ``minimm`` command: demo, train, test, info and bench.
+"""The minimm command: demo, train, test, info, bench, plot and plot-lr.
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
     minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]
@@ -26,6 +26,17 @@ BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
 PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr'}
 
 
+def help_text(docstring: str) -> str:
+    """A docstring as ``--help`` shows it: reST's literal and bold marks dropped, the lines kept
+    (pass ``formatter_class=argparse.RawDescriptionHelpFormatter`` so lists stay lists)."""
+    return docstring.replace('``', '').replace('**', '').strip()
+
+
+def default_work_dir(config_path: str) -> str:
+    """``work_dirs/<config name>``, where a config without ``work_dir`` writes (MMEngine's rule)."""
+    return osp.join('work_dirs', osp.splitext(osp.basename(config_path))[0])
+
+
 def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[str]]):
     from .config import Config, parse_cfg_options
     from .config.top_level_keys import MMCV_KEYS, RUNNER_KEYS, warn_unknown_keys
@@ -43,7 +54,7 @@ def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[
     if work_dir is not None:
         cfg['work_dir'] = work_dir
     elif cfg.get('work_dir') is None:
-        cfg['work_dir'] = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
+        cfg['work_dir'] = default_work_dir(path)
     return cfg
 
 
@@ -137,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if argv and argv[0] in PLOTS:  # these parse their own options too
         importlib.import_module(PLOTS[argv[0]]).main(argv[1:])
         return
-    parser = argparse.ArgumentParser(prog='minimm', description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(prog='minimm', description=help_text(__doc__.split('\n\n')[0]))
     sub = parser.add_subparsers(dest='command', required=True)
 
     demo = sub.add_parser('demo', help='train the shipped digits CNN with EMA (under a minute)')

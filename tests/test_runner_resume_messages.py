@@ -102,3 +102,19 @@ def test_mmcv_resume_falls_back_from_an_unreadable_latest(tmp_path, monkeypatch)
         _truncate(tmp_path / name)
     with pytest.raises(CheckpointError, match='no readable checkpoint to resume from'):
         newest_readable_checkpoint(str(tmp_path / 'latest.pth'))
+
+
+def test_load_from_with_another_head_reports_model_and_ema_once_each_labelled(tmp_path):
+    toy_runner(tmp_path / 'a', max_=1, val=False).train()
+    checkpoint = torch.load(tmp_path / 'a' / 'epoch_1.pth', weights_only=True)
+    checkpoint['state_dict']['linear.weight'] = torch.zeros(3, 4)  # a head with 3 classes
+    checkpoint['state_dict']['linear.bias'] = torch.zeros(3)
+    torch.save(checkpoint, tmp_path / 'three_classes.pth')
+    runner = toy_runner(tmp_path / 'b', max_=1, val=False, custom_hooks=[dict(type='EMAHook')],
+                        load_from=str(tmp_path / 'three_classes.pth'))
+    runner.train()
+    log = _log_text(runner)
+    assert log.count('do not match exactly') == 2
+    assert log.count('The model and loaded state dict do not match exactly') == 1
+    assert log.count("The EMA model (EMAHook's averaged copy) and loaded state dict do not "
+                     'match exactly') == 1
