@@ -73,6 +73,9 @@ def test_a_hook_registered_twice_warns_naming_both_places_and_both_run(tmp_path)
     assert sum(isinstance(hook, CheckpointHook) for hook in runner.hooks) == 2
     once = toy_runner(tmp_path / 'once', val=False, custom_hooks=[dict(type='EMAHook')])
     assert 'registered 2 times' not in _log_text(once)
+    # A user's own hook class listed twice is normal (two instances with other arguments).
+    own = toy_runner(tmp_path / 'own', val=False, custom_hooks=[_CountIters(), _CountIters()])
+    assert 'registered 2 times' not in _log_text(own)
 
 
 def test_a_string_momentum_is_named_before_the_first_iteration(tmp_path):

@@ -1,8 +1,8 @@
 """Checks of a run's settings, made before the first iteration.
 
 MMEngine runs what it is given. minimm keeps that wherever the outcome is well defined, and says
-so in a warning: ``max_epochs=0`` (or ``max_iters=0``) trains nothing, and a hook type listed twice
-(``EMAHook`` twice in ``custom_hooks``, ``CheckpointHook`` in ``default_hooks`` and again in
+so in a warning: ``max_epochs=0`` (or ``max_iters=0``) trains nothing, and a built-in hook listed
+twice (``EMAHook`` twice in ``custom_hooks``, ``CheckpointHook`` in ``default_hooks`` and again in
 ``custom_hooks``) runs twice. A value that cannot work is an error naming the key, the value and
 what is allowed, instead of a crash later: ``val_interval=0`` (MMEngine divides by it after the
 first epoch), ``max_epochs='two'``.
@@ -10,6 +10,7 @@ first epoch), ``max_epochs='two'``.
 import numbers
 from typing import Dict, List, Optional
 
+from ..registry import HOOKS
 from .hook_dispatch import DEFAULT_HOOKS
 
 # The numbers a built-in train loop reads from train_cfg, and the smallest each may be.
@@ -41,24 +42,25 @@ def check_train_cfg(cfg: dict, logger) -> None:
                            f'set {key} >= 1 to train')
 
 
-def _type_name(hook) -> str:
-    kind = hook.get('type') if isinstance(hook, dict) else type(hook)
-    name = kind if isinstance(kind, str) else getattr(kind, '__name__', repr(kind))
-    return name.split('.')[-1]  # 'mmdet.EMAHook' and 'EMAHook' are the same type
+def _hook_class(hook) -> type:
+    if not isinstance(hook, dict):
+        return type(hook)
+    return HOOKS.get(hook['type']) if isinstance(hook['type'], str) else hook['type']
 
 
 def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
                          logger) -> None:
-    """Warn once per hook type that ``default_hooks`` (over ``DEFAULT_HOOKS``) and
-    ``custom_hooks`` register more than once, naming where each comes from."""
-    places: Dict[str, List[str]] = {}
+    """Warn once per built-in hook class that ``default_hooks`` (over ``DEFAULT_HOOKS``) and
+    ``custom_hooks`` register more than once, naming where each comes from. Only minimm's own
+    hooks: a user's hook class may well be listed several times with different arguments."""
+    places: Dict[type, List[str]] = {}
     for key, hook in {**DEFAULT_HOOKS, **(default_hooks or {})}.items():
         if hook is not None:
-            places.setdefault(_type_name(hook), []).append(f'default_hooks.{key}')
+            places.setdefault(_hook_class(hook), []).append(f'default_hooks.{key}')
     for index, hook in enumerate(custom_hooks or []):
-        places.setdefault(_type_name(hook), []).append(f'custom_hooks[{index}]')
-    for name, where in places.items():
-        if len(where) > 1:
-            logger.warning(f'{name} is registered {len(where)} times ({", ".join(where)}): '
+        places.setdefault(_hook_class(hook), []).append(f'custom_hooks[{index}]')
+    for cls, where in places.items():
+        if len(where) > 1 and cls.__module__.startswith('minimm.'):
+            logger.warning(f'{cls.__name__} is registered {len(where)} times ({", ".join(where)}): '
                            'each of them runs at every stage it implements, as in MMEngine; '
                            'remove the extra entry unless that is what you want')
