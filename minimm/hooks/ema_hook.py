@@ -135,7 +135,8 @@ class EMAHook(Hook):
                 runner.logger.warning(f'{action} a checkpoint without `ema_state_dict`: EMAHook '
                                       'starts the averaged model from a copy of its `state_dict`.')
             load_state_dict(self.ema_model.module, checkpoint['state_dict'],
-                            strict=self.strict_load, logger=runner.logger)
+                            strict=self.strict_load, logger=runner.logger,
+                            what="EMA model (EMAHook's averaged copy)")
 
     @torch.no_grad()
     def _swap_ema_parameters(self) -> None:

@@ -44,6 +44,7 @@ Left out: nothing of the public API; the averaged copy is kept as ordinary tenso
 buffer), so ``load_state_dict`` copies into them in place as usual.
 """
 import itertools
+import numbers
 import operator
 import warnings
 import weakref
@@ -252,6 +253,10 @@ def _same_tensors(lists_a, lists_b) -> bool:
 
 
 def _check_momentum(momentum: Optional[float], decay: Optional[float]) -> float:
+    for name, value in (('momentum', momentum), ('decay', decay)):
+        # A string from a config ('0.01') would otherwise fail inside the range check below.
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise TypeError(f'EMA {name}={value!r} is a {type(value).__name__}: it must be a number in (0, 1)')
     if momentum is not None and decay is not None:
         raise ValueError(f'give momentum or decay, not both (got momentum={momentum}, decay={decay}); '
                          'MMEngine momentum = 1 - decay')
