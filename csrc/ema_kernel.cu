@@ -104,6 +104,10 @@ __device__ inline void read_step(const Launch& l, int& action, double& weight) {
   __syncthreads();
 }
 
+// Launch kinds: 4 * e + s for the floating pair (e, s: 0 float, 1 double, 2 half, 3 bfloat16),
+// whether averaged or cast, and kBytes for byte rows.
+constexpr int32_t kBytes = 16, kKinds = 17;
+
 // The rows of one kind. A floating pair's rows are averaged (Mode kDecide) or cast-copied
 // (kCopyAlways); byte rows are integer pairs (copied unless the call skips) or same-dtype mirrored
 // pairs (always copied).

@@ -33,7 +33,7 @@ struct Row {
   void* dst;
   const void* src;
   int64_t numel;
-  int32_t kernel;  // CUDA: which element loop (ema_kernel.cu / pack_kernel.cu); CPU: unused
+  int32_t kernel;  // which element loop (ema.h, pack.h numbers); on a GPU also which kernel runs it
   int32_t mode;    // Mode
 };
 

@@ -18,9 +18,12 @@ export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }-Xptxas -v"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
+set +e  # the build's own output, less ptxas's lines (tabled below), and the build's exit status
 "$PYTHON" setup.py -q build_ext --build-temp "$out/temp" --build-lib "$out/lib" 2>&1 | tee "$out/build.log" \
-    | grep -v '^ptxas info\|bytes stack frame' || true
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "compile_cuda.sh: the build failed" >&2; exit 1; }
+    | grep -v '^ptxas info\|bytes stack frame'
+status=${PIPESTATUS[0]}
+set -e
+[ "$status" -eq 0 ] || { echo "compile_cuda.sh: the build failed" >&2; exit 1; }
 so=$(find "$out/lib" -name '_C*.so')
 test -n "$so" || { echo "compile_cuda.sh: no extension was produced" >&2; exit 1; }
 readelf -S "$so" | grep -q nv_fatbin || { echo "compile_cuda.sh: $so holds no CUDA code (no .nv_fatbin)" >&2; exit 1; }
@@ -46,13 +49,27 @@ for line in open(sys.argv[1], errors='replace'):
 if not rows:
     sys.exit('compile_cuda.sh: no ptxas figures in the build output (was -Xptxas -v passed?)')
 names = subprocess.run(['c++filt'], input='\n'.join(n for n, _ in rows), capture_output=True, text=True).stdout.split('\n')
+FLOATS = ['float', 'double', 'half', 'bfloat16']  # csrc/ema_kernel.cu kinds; pack.h kernel numbers below
+PACK = ['byte copy', 'zeroing'] + [f'scale {t}' for t in 'uint8 int8 int16 int32 int64 half float double bfloat16'.split()]
+
+
+def what(short):
+    kind = re.search(r'(ema|pack)_kernel<(\d+)>', short)
+    if not kind:
+        return ''
+    k = int(kind[2])
+    if kind[1] == 'pack':
+        return PACK[k]
+    return 'byte copy' if k == 16 else f'{FLOATS[k // 4]} EMA of {FLOATS[k % 4]}'
+
+
 bad = []
-print(f'{"kernel":<62} {"arch":<7} {"registers":>9} {"spill bytes":>11}')
+print(f'{"kernel":<22} {"rows":<24} {"arch":<7} {"registers":>9} {"spill bytes":>11}')
 for (mangled, arch), short in zip(rows, names):
-    short = re.sub(r'minimm::\(anonymous namespace\)::|c10::|\(.*\)$', '', short)
+    short = re.sub(r'^void |minimm::\(anonymous namespace\)::|\(.*\)$', '', short)
     figures = rows[mangled, arch]
     regs, spills = figures.get('registers', 0), figures.get('spills', 0)
-    print(f'{short:<62} {arch:<7} {regs:>9} {spills:>11}')
+    print(f'{short:<22} {what(short):<24} {arch:<7} {regs:>9} {spills:>11}')
     if re.search(r'ema_kernel|pack_kernel', short) and (regs > 64 or spills > 0):
         bad.append(f'{short} ({arch}): {regs} registers, {spills} bytes of spills')
 if bad:

@@ -89,7 +89,7 @@ print(f'python {sys.version.split()[0]} | torch {torch_line} | GPU {gpu} | ninja
       f'pytest-timeout {version("pytest_timeout", "pytest-timeout")}')
 print(gpu)
 PY
-)
+) || { echo "$facts"; echo "gpu_check.sh: $PYTHON could not report its versions"; exit 1; }
 gpu=$(tail -1 <<< "$facts")
 echo "preflight: $(head -1 <<< "$facts") | nvcc ${NVCC:-missing} | compute-sanitizer ${SANITIZER:-missing}" \
      "| CUDA_HOME=${CUDA_HOME:-unset}"
