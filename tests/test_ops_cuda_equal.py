@@ -56,7 +56,7 @@ def test_cpu_native_equals_cuda_native_plan(ema_dtype, src_dtype, rule):
 def test_cpu_native_equals_cuda_native_list_op(ema_dtype, src_dtype):
     (ema_cpu, ema_cuda), (src_cpu, src_cuda) = cpu_and_cuda(ema_dtype, 3), cpu_and_cuda(src_dtype, 4)
     ema_update_(ema_cpu, src_cpu, 0.7)
-    ema_update_(ema_cuda, src_cuda, torch.tensor(0.7, device=CUDA))
+    ema_update_(ema_cuda, src_cuda, torch.tensor(0.7, dtype=torch.float64, device=CUDA))  # read by the kernel
     assert_equal(ema_cpu, ema_cuda)
 
 
@@ -129,6 +129,7 @@ def test_a_table_used_on_two_streams_is_not_reused_by_the_first_while_the_second
     plan = EMAPlan([ema], [src], momentum=0.5)
     steps = torch.ones((), dtype=torch.long, device=CUDA)  # average from the start
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         plan.step(steps)  # uploads the table on the side stream
     torch.cuda.synchronize()
