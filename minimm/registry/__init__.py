@@ -1,6 +1,7 @@
 """Registries: ``Registry``, the build functions, the root registries, the default scope and
 two tree utilities (MMEngine's ``mmengine.registry``; see ``registry.py`` first)."""
-from .registry import CUSTOM_IMPORT_HINT, Registry, import_object
+from .registry import Registry
+from .utils import CUSTOM_IMPORT_HINT, import_object
 from .build_functions import (build_from_cfg, build_model_from_cfg, build_runner_from_cfg,
                               build_scheduler_from_cfg)
 from .root import (DATA_SAMPLERS, DATASETS, EVALUATOR, FUNCTIONS, HOOKS, INFERENCERS,
@@ -10,7 +11,7 @@ from .root import (DATA_SAMPLERS, DATASETS, EVALUATOR, FUNCTIONS, HOOKS, INFEREN
                    VISUALIZERS, WEIGHT_INITIALIZERS)
 # Last: DefaultScope is a ManagerMixin from minimm.logging, which imports the registries above.
 from .default_scope import DefaultScope, init_default_scope
-from .utils import count_registered_modules, traverse_registry_tree
+from .utils import count_registered_modules, traverse_registry_tree  # noqa: E402
 
 __all__ = [
     'Registry', 'build_from_cfg', 'build_model_from_cfg', 'build_runner_from_cfg',

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from ..logging.manager import ManagerMixin
+from .utils import import_scope_registry
 
 _overwrite_ids = itertools.count()
 # (scope, registry name) pairs already warned about: a run builds dozens of objects, and one
@@ -65,10 +66,9 @@ class DefaultScope(ManagerMixin):
 def registry_for_scope(registry, scope_name: str):
     """The registry of ``scope_name`` in ``registry``'s tree; ``registry`` itself (with a
     warning) when that package has none, e.g. because it is not installed."""
-    from .registry import _import_scope_registry
     root = registry._get_root_registry()
     found = root._search_child(scope_name)
-    if found is None and _import_scope_registry(scope_name):
+    if found is None and import_scope_registry(scope_name):
         found = root._search_child(scope_name)
     if found is not None:
         return found

@@ -1,9 +1,8 @@
 """Registry: map a config's ``type`` string to a class or function, then build it.
 
-The package is laid out as MMEngine's ``mmengine/registry/``: this file holds the ``Registry``
-class, ``build_functions.py`` the functions that build from a config, ``root.py`` the root
-registries the Runner builds through, ``default_scope.py`` the "current package" setting and
-``utils.py`` two tree-walking tools. Read this file first.
+Laid out as MMEngine's ``mmengine/registry/``: this file holds the ``Registry`` class (read it
+first); beside it, ``build_functions.py`` builds from a config, ``root.py`` holds the root
+registries, ``default_scope.py`` the "current package" setting, ``utils.py`` the helpers.
 
 A config is plain data (``dict(type='StepLR', step_size=2)``), and a *registry* turns the ``type``
 name into the callable that builds the object. Classes join a registry with a decorator::
@@ -26,20 +25,16 @@ its parents up to the root. ``'scope.Name'`` names a module in another package's
 anywhere in the tree. ``locations`` are modules imported on the first lookup, so a registry is
 full before anyone asks it for a name.
 
-Kept from minimm's first registry: aliases, ``force``, any callable or importable dotted path
-(``'torch.optim.SGD'``) as ``type``, and an error message that says what to do (close matches,
-and the other scopes where the name *is* registered). Left out: the rich-table ``__repr__``.
+Also: aliases, ``force``, any importable dotted path (``'torch.optim.SGD'``) as ``type``, and an
+error that says what to do. Left out compared with MMEngine: the rich-table ``__repr__``.
 """
-import difflib
 import importlib
 import inspect
 import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-CUSTOM_IMPORT_HINT = ("If it is a custom module, make sure the file that registers it is imported: "
-                      "add `custom_imports = dict(imports=['my_package.my_module'])` to the config, "
-                      "or import it before building the runner.")
+from .utils import import_object, import_scope_registry, not_found_message
 
 # minimm stands in for two libraries; its own registries answer to the scope names that the
 # configs of those libraries' users name (``default_scope='mmengine'``).
@@ -76,12 +71,10 @@ class Registry:
         self.parent = parent
         if parent is not None:
             parent._add_child(self)
-        if build_func is None and parent is not None:
-            build_func = parent.build_func
         if build_func is None:
             # Imported here, as MMEngine does: build_functions.py imports this file.
             from .build_functions import build_from_cfg
-            build_func = build_from_cfg
+            build_func = build_from_cfg if parent is None else parent.build_func
         self.build_func = build_func
 
     @staticmethod
@@ -175,18 +168,13 @@ class Registry:
                 # A scoped key belongs to this registry only, not to its parents.
                 registry = registry.parent if scope is None else None
         else:
-            target = self._find_scope(scope)
-            if target is None and _import_scope_registry(scope):
-                target = self._find_scope(scope)
+            root = self._get_root_registry()
+            target = root._search_child(scope)
+            if target is None and import_scope_registry(scope):
+                target = root._search_child(scope)
             if target is not None:
                 obj = target.get(name)
         return obj if obj is not None else import_object(key)
-
-    def _find_scope(self, scope: str) -> Optional['Registry']:
-        """A child of this registry, else any registry of the tree, with that scope."""
-        if scope in self._children:
-            return self._children[scope]
-        return self._get_root_registry()._search_child(scope)
 
     @contextmanager
     def switch_scope_and_registry(self, scope: Optional[str]):
@@ -241,54 +229,9 @@ class Registry:
         return _register if module is None else _register(module)
 
     def not_found_message(self, type_name: str) -> str:
-        """Why ``type_name`` cannot be built here, with close matches and the scopes that have it."""
-        known = [key for registry in self._lineage() for key in registry._module_dict]
-        close = difflib.get_close_matches(type_name, known, n=3, cutoff=0.6)
-        hint = f' Did you mean {", ".join(repr(c) for c in close)}?' if close else ''
-        elsewhere = [registry.scope for registry in _walk(self._get_root_registry())
-                     if type_name in registry._module_dict and registry not in self._lineage()]
-        if elsewhere:
-            hint += (f' It is registered in the scope {" and ".join(map(repr, elsewhere))}: '
-                     f"write type='{elsewhere[0]}.{type_name}', or build with "
-                     f"default_scope='{elsewhere[0]}'.")
-        return (f'{type_name} is not in the {self._scope}::{self.name} registry. Please check '
-                f'whether the value of `{type_name}` is correct or it was registered as '
-                f'expected.{hint} {CUSTOM_IMPORT_HINT}')
+        """Why ``type_name`` cannot be built here (see ``utils.not_found_message``)."""
+        return not_found_message(self, type_name)
 
     def _lineage(self) -> List['Registry']:
         """This registry and its parents, nearest first (where an unscoped name is looked up)."""
         return [self] + (self.parent._lineage() if self.parent is not None else [])
-
-
-def _walk(registry: Registry) -> List[Registry]:
-    """``registry`` and every registry below it, parents before children."""
-    return [registry] + [r for child in registry.children.values() for r in _walk(child)]
-
-
-def _import_scope_registry(scope: str) -> bool:
-    """Import ``{scope}.registry``, where a package declares its child registries (OpenMMLab's
-    convention). True when it imported."""
-    if not scope.isidentifier():
-        return False
-    try:
-        importlib.import_module(f'{scope}.registry')
-    except ImportError:
-        return False
-    return True
-
-
-def import_object(path: str) -> Any:
-    """The callable or module that ``import module; module.Name`` gives for ``'module.Name'``,
-    or ``None``.
-
-    MMEngine 0.10's ``get_object_from_string`` in small: how a config names a class nobody
-    registered, and how ``Config.dump`` writes a class found in a config.
-    """
-    module_name, _, name = path.rpartition('.')
-    if not all(part.isidentifier() for part in path.split('.')) or not module_name:
-        return None
-    try:
-        obj = getattr(importlib.import_module(module_name), name, None)
-    except ImportError:
-        return None
-    return obj if callable(obj) or inspect.ismodule(obj) else None

@@ -157,6 +157,22 @@ class BuildMixin:
     def build_optim_wrapper(self, optim_wrapper) -> OptimWrapper:
         return build_optim_wrapper(unwrap_model(self.model), optim_wrapper)
 
+    def scale_lr(self, optim_wrapper: OptimWrapper, auto_scale_lr: Optional[dict] = None) -> None:
+        """Multiply every group's lr by (world size x batch size) / ``base_batch_size`` when
+        ``auto_scale_lr`` is enabled: the linear scaling rule, so a config tuned for 8 GPUs x 2
+        images keeps its effective lr on another number of GPUs."""
+        if not auto_scale_lr or not auto_scale_lr.get('enable', False):
+            return
+        base = auto_scale_lr.get('base_batch_size')
+        if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 0:
+            raise AssertionError('auto_scale_lr needs a positive `base_batch_size` when enabled, '
+                                 f'but got {auto_scale_lr}')
+        real = self.world_size * self.train_dataloader.batch_size
+        for group in optim_wrapper.param_groups:
+            group['lr'] *= real / base
+        self.logger.info(f'auto_scale_lr: the lr is scaled by {real}/{base}: the batch size is '
+                         f'{real} ({self.world_size} processes), base_batch_size is {base}')
+
     def build_param_scheduler(self, scheduler) -> list:
         """Schedulers (a built one, a config, or a list of either) for ``self.optim_wrapper``.
 
