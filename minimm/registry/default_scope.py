@@ -64,20 +64,27 @@ class DefaultScope(ManagerMixin):
 
 
 def registry_for_scope(registry, scope_name: str):
-    """The registry of ``scope_name`` in ``registry``'s tree; ``registry`` itself (with a
-    warning) when that package has none, e.g. because it is not installed."""
+    """The registry of ``scope_name`` in ``registry``'s tree, else ``registry`` itself.
+
+    A package extends only the registries it needs (minidet: ``HOOKS`` and ``MODELS``), so for
+    the others ``registry`` serves, silently. Only a scope whose ``{scope}.registry`` cannot be
+    imported (the package is not installed) is warned about, once per registry: MMEngine warns
+    in both cases, at every build.
+    """
     root = registry._get_root_registry()
     found = root._search_child(scope_name)
-    if found is None and import_scope_registry(scope_name):
-        found = root._search_child(scope_name)
     if found is not None:
         return found
-    if (scope_name, registry.name) not in _warned:
+    importable = import_scope_registry(scope_name)
+    found = root._search_child(scope_name)
+    if found is not None:
+        return found
+    if not importable and (scope_name, registry.name) not in _warned:
         _warned.add((scope_name, registry.name))
         _warn(f'Failed to search registry with scope "{scope_name}" in the "{root.name}" '
-              f'registry tree: no registry declares that scope (is `{scope_name}` installed, '
-              f'and does `{scope_name}/registry.py` create its registries with a parent?). '
-              f'Building from the "{registry.scope}::{registry.name}" registry instead.')
+              f'registry tree: `{scope_name}.registry` cannot be imported (is `{scope_name}` '
+              f'installed?), so the "{registry.scope}::{registry.name}" registry builds '
+              'instead, and modules registered only in that package will not be found.')
     return registry
 
 

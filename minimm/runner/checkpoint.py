@@ -147,8 +147,8 @@ def load_from_http(filename: str, map_location=None, model_dir: Optional[str] = 
                                               weights_only=not trusted)
 
 
-def _not_supported(name: str, prefixes: List[str], what: str) -> None:
-    """Register, for MMEngine's ``prefixes``, a loader named as MMEngine's that says why not."""
+def _not_supported(name: str, prefixes: List[str], what: str) -> Callable:
+    """A loader named as MMEngine's, registered for its ``prefixes``, that says why not."""
     def loader(filename: str, map_location=None):
         raise NotImplementedError(
             f'cannot load {filename!r}: minimm has no loader for {what} (MMEngine\'s {name}); '
@@ -156,16 +156,17 @@ def _not_supported(name: str, prefixes: List[str], what: str) -> None:
             'CheckpointLoader.register_scheme')
 
     loader.__name__ = loader.__qualname__ = name
-    CheckpointLoader.register_scheme(prefixes, loader)
+    return CheckpointLoader.register_scheme(prefixes, loader)
 
 
-_not_supported('load_from_torchvision', ['modelzoo://', 'torchvision://'],
-               "torchvision's model zoo")
-_not_supported('load_from_openmmlab', ['open-mmlab://', 'openmmlab://'], "OpenMMLab's model zoo")
-_not_supported('load_from_mmcls', ['mmcls://'], "MMClassification's model zoo")
-_not_supported('load_from_pavi', ['pavi://'], 'the pavi:// scheme (a private service)')
-_not_supported('load_from_ceph', [r'(\S+\:)?s3://', r'(\S+\:)?petrel://'],
-               'the s3:// and petrel:// schemes (file backends)')
+load_from_torchvision = _not_supported('load_from_torchvision', ['modelzoo://', 'torchvision://'],
+                                       "torchvision's model zoo")
+load_from_openmmlab = _not_supported('load_from_openmmlab', ['open-mmlab://', 'openmmlab://'],
+                                     "OpenMMLab's model zoo")
+load_from_mmcls = _not_supported('load_from_mmcls', ['mmcls://'], "MMClassification's model zoo")
+load_from_pavi = _not_supported('load_from_pavi', ['pavi://'], 'pavi:// (a private service)')
+load_from_ceph = _not_supported('load_from_ceph', [r'(\S+\:)?s3://', r'(\S+\:)?petrel://'],
+                                's3:// and petrel:// (file backends)')
 
 
 def _load_checkpoint(filename: str, map_location=None, logger=None,

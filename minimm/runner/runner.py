@@ -154,6 +154,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self.setup_env(env_cfg or dict(dist_cfg=dict(backend='nccl')))
         self._randomness_cfg = dict(randomness or dict(seed=None))
         self.seed = set_random_seed(**self._randomness_cfg)
+        self.deterministic = bool(self._randomness_cfg.get('deterministic', False))
 
         self.timestamp = self._shared_timestamp()
         if experiment_name is not None:
