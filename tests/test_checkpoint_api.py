@@ -1,4 +1,5 @@
-"""MMEngine's checkpoint API (``minimm.runner.checkpoint``) and ``Runner.scale_lr``."""
+"""MMEngine's checkpoint API (``minimm.runner.checkpoint``), ``Runner.scale_lr`` and the early
+check of ``param_scheduler``."""
 import re
 
 import pytest
@@ -157,3 +158,14 @@ def test_auto_scale_lr_applies_before_the_first_step(tmp_path):
     runner = toy_runner(tmp_path, val=False, auto_scale_lr=dict(enable=True, base_batch_size=2))
     runner.train()   # batch size 4 on one process: twice the configured lr
     assert runner.optim_wrapper.param_groups[0]['lr'] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize('param_scheduler, error, match', [
+    ('StepLR', TypeError, '`param_scheduler` should be a'),
+    ([dict(type='StepLR', step_size=1), 'StepLR'], TypeError, "but got 'StepLR'"),
+    (dict(linear1='error_type'), AssertionError, 'Each value of `param_scheduler`'),
+])
+def test_a_bad_param_scheduler_fails_when_the_runner_is_built(tmp_path, param_scheduler, error,
+                                                               match):
+    with pytest.raises(error, match=match):
+        toy_runner(tmp_path, val=False, param_scheduler=param_scheduler)

@@ -27,11 +27,35 @@ from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
 from ..model import (MMDistributedDataParallel, convert_sync_batchnorm, is_model_wrapper,
                      revert_sync_batchnorm)
 from ..optim import OptimWrapper, build_optim_wrapper
-from ..optim.scheduler import build_param_scheduler
+from ..optim.scheduler import _ParamScheduler, build_param_scheduler
 from ..checkpoint import unwrap_model
 from ..registry import EVALUATOR, LOG_PROCESSORS, LOOPS, MODEL_WRAPPERS, MODELS, VISUALIZERS
 from .base_loop import BaseLoop
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
+
+
+def check_scheduler_cfg(param_scheduler) -> None:
+    """Fail early on a ``param_scheduler`` of the wrong shape: a scheduler or a config dict, a
+    list of them, or (MMEngine's form for several optimizers) a dict of such lists."""
+    def is_one(entry):
+        return isinstance(entry, _ParamScheduler) or (isinstance(entry, dict) and 'type' in entry)
+
+    if param_scheduler is None or is_one(param_scheduler):
+        return
+    if isinstance(param_scheduler, (list, tuple)):
+        bad = [entry for entry in param_scheduler if not is_one(entry)]
+    elif isinstance(param_scheduler, dict):
+        bad = [value for value in param_scheduler.values()
+               if not isinstance(value, (list, tuple)) or not all(map(is_one, value))]
+        if bad:
+            raise AssertionError('Each value of `param_scheduler` should be a list of schedulers '
+                                 f'or of config dicts with a `type`, but got {bad[0]!r}')
+    else:
+        raise TypeError('`param_scheduler` should be a `_ParamScheduler`, a dict, a list or a '
+                        f'tuple, but got {type(param_scheduler)}')
+    if bad:
+        raise TypeError(f'each entry of `param_scheduler` should be a scheduler or a config dict '
+                        f'with a `type`, but got {bad[0]!r}')
 
 
 class BuildMixin:

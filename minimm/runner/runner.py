@@ -49,7 +49,7 @@ from ..logging import Visualizer
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from ..registry import RUNNERS, DefaultScope
-from .builders import BuildMixin
+from .builders import BuildMixin, check_scheduler_cfg
 from ..checkpoint import unwrap_model
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
@@ -130,6 +130,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
+        check_scheduler_cfg(param_scheduler)
         if optim_wrapper is None and param_scheduler is not None:
             raise ValueError('param_scheduler should be None when optim_wrapper is None, '
                              f'but got {param_scheduler}')
