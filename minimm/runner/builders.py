@@ -36,7 +36,7 @@ from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
 def check_scheduler_cfg(param_scheduler) -> None:
     """Fail early on a ``param_scheduler`` of the wrong shape: a scheduler or a config dict, a
-    list of them, or (MMEngine's form for several optimizers) a dict of such lists."""
+    list of them, or (MMEngine's form for several optimizers) a dict of either."""
     def is_one(entry):
         return isinstance(entry, _ParamScheduler) or (isinstance(entry, dict) and 'type' in entry)
 
@@ -45,11 +45,11 @@ def check_scheduler_cfg(param_scheduler) -> None:
     if isinstance(param_scheduler, (list, tuple)):
         bad = [entry for entry in param_scheduler if not is_one(entry)]
     elif isinstance(param_scheduler, dict):
-        bad = [value for value in param_scheduler.values()
-               if not isinstance(value, (list, tuple)) or not all(map(is_one, value))]
+        bad = [value for value in param_scheduler.values() if not is_one(value) and not (
+            isinstance(value, (list, tuple)) and all(map(is_one, value)))]
         if bad:
-            raise AssertionError('Each value of `param_scheduler` should be a list of schedulers '
-                                 f'or of config dicts with a `type`, but got {bad[0]!r}')
+            raise AssertionError('Each value of `param_scheduler` should be a scheduler, a config '
+                                 f'dict with a `type`, or a list of them, but got {bad[0]!r}')
     else:
         raise TypeError('`param_scheduler` should be a `_ParamScheduler`, a dict, a list or a '
                         f'tuple, but got {type(param_scheduler)}')
