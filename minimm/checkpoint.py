@@ -15,7 +15,8 @@ only moves dicts to and from disk, with three safety rules, all stricter than MM
 * **A bad file is named.** Every read error says which file and why; ``resume_candidates`` lists
   the older checkpoints to fall back to when the newest one cannot be read.
 
-Left out compared with MMEngine: file backends (``backend_args``), URLs and ``open-mmlab://`` names.
+This file reads and writes local files; MMEngine's public API over it, with ``http(s)://`` URLs and
+``CheckpointLoader``, is ``minimm/runner/checkpoint.py``. Left out: file backends (``backend_args``).
 """
 import glob
 import os
