@@ -8,7 +8,8 @@ packages. The Runner builds its logger, MessageHub, visualizer, log processor an
 ``__init__``, and the loops, optim wrapper and schedulers lazily, in ``train()``/``val()``/
 ``test()``, so a runner for testing never builds an optimizer.
 
-Left out compared with MMEngine: ``auto_scale_lr``/``scale_lr`` and ``OptimWrapperDict`` (several
+``scale_lr`` (``auto_scale_lr``) and ``check_scheduler_cfg`` sit here too, beside the builders whose
+results they adjust or check. Left out compared with MMEngine: ``OptimWrapperDict`` (several
 optimizers). Different: ``build_logger``/``build_message_hub``/``build_visualizer`` make a new
 instance under the name (MMEngine's ``get_instance`` returns an older one of the same name), and
 no config dict passed in is changed (MMEngine fills in ``name``, ``type``... in place).
