@@ -6,8 +6,7 @@ checkpoint file I/O.
 non-persistent ones ``module.state_dict()`` skips, as MMCV's) and the optimizer(s).
 ``load_checkpoint(model, filename, ...)`` loads a checkpoint (or a bare state dict) into a model and
 returns the whole dict. Different from MMCV: files are written atomically and read with
-``weights_only=True`` (minimm's shared rules, ``minimm/checkpoint.py``), so the state dict's
-``_metadata`` (module versions) is not stored. Left out: ``CheckpointLoader`` and its URL,
+``weights_only=True`` (minimm's shared rules, ``minimm/checkpoint.py``). Left out: ``CheckpointLoader`` and its URL,
 model-zoo, Pavi and S3 schemes, and ``file_client_args`` (local files only).
 """
 import logging
