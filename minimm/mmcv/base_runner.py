@@ -152,8 +152,7 @@ class BaseRunner(metaclass=ABCMeta):
         return self._world_size
 
     @property
-    def hooks(self):
-        """The registered hooks, in the order they are called."""
+    def hooks(self):  # in calling order
         return self._hooks
 
     @property
@@ -161,13 +160,11 @@ class BaseRunner(metaclass=ABCMeta):
         return self._epoch
 
     @property
-    def iter(self):
-        """Train iterations done, over all epochs."""
+    def iter(self):  # train iterations done, over all epochs
         return self._iter
 
     @property
-    def inner_iter(self):
-        """The batch index within the loader being run."""
+    def inner_iter(self):  # the batch index within the loader being run
         return self._inner_iter
 
     @property
@@ -274,7 +271,6 @@ class BaseRunner(metaclass=ABCMeta):
                                revise_keys=revise_keys)
 
     def _load_optimizer_state(self, checkpoint):
-        """Load the optimizer state(s) a checkpoint holds into ``self.optimizer``."""
         if isinstance(self.optimizer, Optimizer):
             self.optimizer.load_state_dict(checkpoint['optimizer'])
         elif isinstance(self.optimizer, dict):

@@ -31,7 +31,7 @@ class EpochBasedRunner(BaseRunner):
             step = self.model.train_step if train_mode else self.model.val_step
             outputs = step(data_batch, self.optimizer, **kwargs)
         if not isinstance(outputs, dict):
-            raise TypeError('"batch_processor()" or "model.train_step()"'
+            raise TypeError('"batch_processor()" or "model.train_step()" '
                             'and "model.val_step()" must return a dict')
         if 'log_vars' in outputs:
             self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
