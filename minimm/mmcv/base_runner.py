@@ -79,8 +79,7 @@ def _group_momentum(group):
 
 def _hook_from_policy(config, suffix):
     """Build an lr or momentum updater from a config with a ``policy`` key (``'step'``,
-    ``'CosineAnnealing'``...): the class is the policy's name plus ``suffix``. The config is
-    changed in place, as in MMCV (``policy`` is popped, ``type`` set)."""
+    ``'CosineAnnealing'``...): the class is the policy's name plus ``suffix``."""
     assert 'policy' in config, f'{suffix} config needs a "policy"'
     policy = config.pop('policy')
     # An all-lower-case policy is title-cased ('step' -> 'Step'); any other is kept as written.
@@ -92,11 +91,8 @@ def _hook_from_policy(config, suffix):
     return build_from_cfg(config, HOOKS)
 
 
-def _hook_from(config, default_type):
-    """A hook given as is, or built from its config, whose ``type`` defaults to
-    ``default_type`` (set in the caller's dict, as in MMCV)."""
-    if not isinstance(config, dict):
-        return config
+def _hook_of_type(config, default_type):
+    """Build a hook from a config whose ``type`` defaults to ``default_type``."""
     config.setdefault('type', default_type)
     return build_from_cfg(config, HOOKS)
 
@@ -110,12 +106,16 @@ class BaseRunner(metaclass=ABCMeta):
                  meta=None, max_iters=None, max_epochs=None):
         _check_step_function(model, batch_processor)
         _check_optimizer(optimizer)
-        if not isinstance(logger, logging.Logger):
-            raise TypeError(f'logger must be a logging.Logger object, but got {type(logger)}')
-        if meta is not None and not isinstance(meta, dict):
-            raise TypeError(f'meta must be a dict or None, but got {type(meta)}')
-        if work_dir is not None and not isinstance(work_dir, str):
-            raise TypeError('"work_dir" must be a str or None')
+        type_checks = [
+            (isinstance(logger, logging.Logger),  # None too is refused, despite the default
+             f'logger must be a logging.Logger object, but got {type(logger)}'),
+            (meta is None or isinstance(meta, dict),
+             f'meta must be a dict or None, but got {type(meta)}'),
+            (work_dir is None or isinstance(work_dir, str), '"work_dir" must be a str or None'),
+        ]
+        for passed, message in type_checks:
+            if not passed:
+                raise TypeError(message)
         if max_epochs is not None and max_iters is not None:
             raise ValueError('Only one of `max_epochs` or `max_iters` can be set.')
 
@@ -134,8 +134,7 @@ class BaseRunner(metaclass=ABCMeta):
         self.mode = None  # 'train' or 'val' while one of them runs
         self._hooks = []
         self._epoch = self._iter = self._inner_iter = 0
-        self._max_epochs = max_epochs
-        self._max_iters = max_iters
+        self._max_epochs, self._max_iters = max_epochs, max_iters
         self.log_buffer = LogBuffer()
 
     # -- read-only views of the state --------------------------------------------------------
@@ -208,6 +207,15 @@ class BaseRunner(metaclass=ABCMeta):
                          self.get_hook_info())
         self.logger.info(f'workflow: %s, max: %d {unit}', workflow, max_count)
 
+    def _record_outputs(self, outputs, step_name):
+        """Keep what a step returned: ``outputs`` for the hooks, its ``log_vars`` (weighted by
+        ``num_samples``) in the log buffer for the logger hooks."""
+        if not isinstance(outputs, dict):
+            raise TypeError(f'{step_name} must return a dict')
+        if 'log_vars' in outputs:
+            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
+        self.outputs = outputs
+
     # -- lr and momentum, as logger hooks print them -----------------------------------------
     def _per_param_group(self, read, what):
         """``read(group)`` of every param group: a list, or a dict of lists for a dict of
@@ -242,9 +250,8 @@ class BaseRunner(metaclass=ABCMeta):
     def register_hook_from_cfg(self, hook_cfg):
         """Build a hook from its config (``priority`` defaults to ``'NORMAL'``) and register it.
         The caller's dict is not changed."""
-        hook_cfg = dict(hook_cfg)
-        priority = hook_cfg.pop('priority', 'NORMAL')
-        self.register_hook(build_from_cfg(hook_cfg, HOOKS), priority=priority)
+        hook = build_from_cfg({k: v for k, v in hook_cfg.items() if k != 'priority'}, HOOKS)
+        self.register_hook(hook, priority=hook_cfg.get('priority', 'NORMAL'))
 
     def call_hook(self, fn_name):
         """Run stage ``fn_name`` (``'before_train_iter'``...) of every hook, in priority order."""
@@ -271,11 +278,12 @@ class BaseRunner(metaclass=ABCMeta):
                                revise_keys=revise_keys)
 
     def _load_optimizer_state(self, checkpoint):
-        if isinstance(self.optimizer, Optimizer):
-            self.optimizer.load_state_dict(checkpoint['optimizer'])
-        elif isinstance(self.optimizer, dict):
+        saved = checkpoint['optimizer']
+        if isinstance(self.optimizer, dict):  # one state per optimizer, under the same names
             for name, optim in self.optimizer.items():
-                optim.load_state_dict(checkpoint['optimizer'][name])
+                optim.load_state_dict(saved[name])
+        elif isinstance(self.optimizer, Optimizer):
+            self.optimizer.load_state_dict(saved)
         else:
             raise TypeError('Optimizer should be dict or torch.optim.Optimizer '
                             f'but got {type(self.optimizer)}')
@@ -285,16 +293,13 @@ class BaseRunner(metaclass=ABCMeta):
         ``meta``. The runner's ``meta`` is **replaced** by the checkpoint's, as in MMCV (so what
         the hooks noted in ``meta['hook_msgs']``, the best score say, comes back). ``'default'``
         puts the tensors on the current GPU, or on the CPU without one."""
-        if map_location != 'default':
-            checkpoint = self.load_checkpoint(checkpoint, map_location=map_location)
-        elif torch.cuda.is_available():
-            checkpoint = self.load_checkpoint(
-                checkpoint, map_location=f'cuda:{torch.cuda.current_device()}')
-        else:
-            checkpoint = self.load_checkpoint(checkpoint)
-        self._epoch = checkpoint['meta']['epoch']
-        self._iter = checkpoint['meta']['iter']
-        self.meta = checkpoint['meta']
+        if map_location == 'default':
+            on_gpu = torch.cuda.is_available()
+            map_location = f'cuda:{torch.cuda.current_device()}' if on_gpu else 'cpu'
+        checkpoint = self.load_checkpoint(checkpoint, map_location=map_location)
+        meta = checkpoint['meta']
+        self._epoch, self._iter = meta['epoch'], meta['iter']
+        self.meta = meta
         if resume_optimizer and 'optimizer' in checkpoint:
             self._load_optimizer_state(checkpoint)
         self.logger.info('resumed epoch %d, iter %d', self.epoch, self.iter)
@@ -321,37 +326,33 @@ class BaseRunner(metaclass=ABCMeta):
             symlink(filename, latest)  # relative, so the folder can be moved
 
     # -- building the standard hooks from an MMCV config -------------------------------------
-    def register_lr_hook(self, lr_config):
-        if lr_config is None:
+    # Each config key may be None (no such hook), a ready hook, or a dict to build one from. As
+    # in MMCV, a dict is changed in place (``policy`` popped, ``type`` set), so reusing one fails.
+    def _register_standard_hook(self, config, priority, build):
+        if config is None:
             return
-        if isinstance(lr_config, dict):
-            lr_config = _hook_from_policy(lr_config, 'LrUpdaterHook')
-        self.register_hook(lr_config, priority='VERY_HIGH')
+        self.register_hook(build(config) if isinstance(config, dict) else config, priority)
+
+    def register_lr_hook(self, lr_config):
+        self._register_standard_hook(lr_config, 'VERY_HIGH',
+                                     lambda cfg: _hook_from_policy(cfg, 'LrUpdaterHook'))
 
     def register_momentum_hook(self, momentum_config):
-        if momentum_config is None:
-            return
-        if isinstance(momentum_config, dict):
-            momentum_config = _hook_from_policy(momentum_config, 'MomentumUpdaterHook')
-        self.register_hook(momentum_config, priority='HIGH')
+        self._register_standard_hook(momentum_config, 'HIGH',
+                                     lambda cfg: _hook_from_policy(cfg, 'MomentumUpdaterHook'))
 
     def register_optimizer_hook(self, optimizer_config):
-        if optimizer_config is not None:
-            self.register_hook(_hook_from(optimizer_config, 'OptimizerHook'),
-                               priority='ABOVE_NORMAL')
+        self._register_standard_hook(optimizer_config, 'ABOVE_NORMAL',
+                                     lambda cfg: _hook_of_type(cfg, 'OptimizerHook'))
 
     def register_checkpoint_hook(self, checkpoint_config):
-        if checkpoint_config is not None:
-            self.register_hook(_hook_from(checkpoint_config, 'CheckpointHook'),
-                               priority='NORMAL')
+        self._register_standard_hook(checkpoint_config, 'NORMAL',
+                                     lambda cfg: _hook_of_type(cfg, 'CheckpointHook'))
 
     def register_timer_hook(self, timer_config):
-        if timer_config is None:
-            return
-        if isinstance(timer_config, dict):
-            # a copy: the default argument of register_training_hooks is one shared dict
-            timer_config = build_from_cfg(copy.deepcopy(timer_config), HOOKS)
-        self.register_hook(timer_config, priority='LOW')
+        # built from a copy: the default of register_training_hooks is one dict, shared by all
+        self._register_standard_hook(timer_config, 'LOW',
+                                     lambda cfg: build_from_cfg(copy.deepcopy(cfg), HOOKS))
 
     def register_logger_hooks(self, log_config):
         """``log_config = dict(interval=50, hooks=[dict(type='TextLoggerHook'), ...])``: the
@@ -376,8 +377,8 @@ class BaseRunner(metaclass=ABCMeta):
                 self.register_hook(item, priority='NORMAL')
 
     def register_profiler_hook(self, profiler_config):
-        if profiler_config is not None:
-            self.register_hook(_hook_from(profiler_config, 'ProfilerHook'))
+        self._register_standard_hook(profiler_config, 'NORMAL',
+                                     lambda cfg: _hook_of_type(cfg, 'ProfilerHook'))
 
     def register_training_hooks(self, lr_config, optimizer_config=None, checkpoint_config=None,
                                 log_config=None, momentum_config=None,

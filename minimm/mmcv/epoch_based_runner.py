@@ -30,12 +30,8 @@ class EpochBasedRunner(BaseRunner):
         else:
             step = self.model.train_step if train_mode else self.model.val_step
             outputs = step(data_batch, self.optimizer, **kwargs)
-        if not isinstance(outputs, dict):
-            raise TypeError('"batch_processor()" or "model.train_step()" '
-                            'and "model.val_step()" must return a dict')
-        if 'log_vars' in outputs:
-            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
-        self.outputs = outputs
+        self._record_outputs(
+            outputs, '"batch_processor()" or "model.train_step()" and "model.val_step()"')
 
     def train(self, data_loader, **kwargs):
         self.model.train()
@@ -70,6 +66,9 @@ class EpochBasedRunner(BaseRunner):
             del self.data_batch
         self.call_hook('after_val_epoch')
 
+    def _all_epochs_done(self):
+        return self.epoch >= self._max_epochs
+
     def _phase(self, mode):
         """The method that runs one epoch of workflow phase ``mode`` (``'train'``, ``'val'``)."""
         if not isinstance(mode, str):
@@ -96,12 +95,12 @@ class EpochBasedRunner(BaseRunner):
         self._log_start(workflow, self._max_epochs, 'epochs')
         self.call_hook('before_run')
 
-        while self.epoch < self._max_epochs:
+        while not self._all_epochs_done():
             for loader, (mode, epochs) in zip(data_loaders, workflow):
                 run_epoch = self._phase(mode)
                 for _ in range(epochs):
                     # only train epochs stop at max_epochs; a val phase always runs
-                    if mode == 'train' and self.epoch >= self._max_epochs:
+                    if mode == 'train' and self._all_epochs_done():
                         break
                     run_epoch(loader, **kwargs)
 

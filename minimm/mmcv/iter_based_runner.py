@@ -55,13 +55,8 @@ class IterLoader:
 @RUNNERS.register_module()
 class IterBasedRunner(BaseRunner):
 
-    def _keep_outputs(self, outputs, step_name):
-        if not isinstance(outputs, dict):
-            raise TypeError(f'model.{step_name}() must return a dict')
-        # train and val share one log buffer: val values join the next train average (MMCV)
-        if 'log_vars' in outputs:
-            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
-        self.outputs = outputs
+    def _all_iters_done(self):
+        return self.iter >= self._max_iters
 
     def train(self, data_loader, **kwargs):
         """One train iteration on the next batch of ``data_loader`` (an ``IterLoader``)."""
@@ -73,8 +68,8 @@ class IterBasedRunner(BaseRunner):
         data_batch = next(data_loader)
         self.data_batch = data_batch
         self.call_hook('before_train_iter')
-        self._keep_outputs(self.model.train_step(data_batch, self.optimizer, **kwargs),
-                           'train_step')
+        outputs = self.model.train_step(data_batch, self.optimizer, **kwargs)
+        self._record_outputs(outputs, 'model.train_step()')
         self.call_hook('after_train_iter')
         del self.data_batch
         self._inner_iter += 1
@@ -89,7 +84,9 @@ class IterBasedRunner(BaseRunner):
         data_batch = next(data_loader)
         self.data_batch = data_batch
         self.call_hook('before_val_iter')
-        self._keep_outputs(self.model.val_step(data_batch, **kwargs), 'val_step')
+        # no optimizer passed, unlike EpochBasedRunner; the log_vars share the train buffer, so
+        # they join the next train log line's averages (both as in MMCV 1.7)
+        self._record_outputs(self.model.val_step(data_batch, **kwargs), 'model.val_step()')
         self.call_hook('after_val_iter')
         del self.data_batch
         self._inner_iter += 1
@@ -109,14 +106,14 @@ class IterBasedRunner(BaseRunner):
 
         loaders = [IterLoader(loader) for loader in data_loaders]
         self.call_hook('before_epoch')
-        while self.iter < self._max_iters:
+        while not self._all_iters_done():
             for loader, (mode, iters) in zip(loaders, workflow):
                 self._inner_iter = 0  # counts the iterations of this phase
                 if not isinstance(mode, str) or not hasattr(self, mode):
                     raise ValueError(f'runner has no method named "{mode}" to run a workflow')
                 run_iteration = getattr(self, mode)
                 for _ in range(iters):
-                    if mode == 'train' and self.iter >= self._max_iters:
+                    if mode == 'train' and self._all_iters_done():
                         break
                     run_iteration(loader, **kwargs)
         self.call_hook('after_epoch')
@@ -132,8 +129,8 @@ class IterBasedRunner(BaseRunner):
                                    "MMCV 1.7); without CUDA pass map_location='cpu'")
             map_location = f'cuda:{torch.cuda.current_device()}'
         checkpoint = self.load_checkpoint(checkpoint, map_location=map_location)
-        self._epoch = checkpoint['meta']['epoch']
-        self._iter = self._inner_iter = checkpoint['meta']['iter']
+        meta = checkpoint['meta']
+        self._epoch, self._iter, self._inner_iter = meta['epoch'], meta['iter'], meta['iter']
         if resume_optimizer and 'optimizer' in checkpoint:
             self._load_optimizer_state(checkpoint)
         self.logger.info(f'resumed from epoch: {self.epoch}, iter {self.iter}')
