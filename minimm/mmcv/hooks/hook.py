@@ -15,6 +15,7 @@ from ..utils import is_method_overridden
 
 HOOKS = Registry('hook', build_func=build_from_cfg)
 
+
 class Hook:
     """Override the stages you need; every one of them does nothing here."""
 
