@@ -199,6 +199,11 @@ class BaseRunner(metaclass=ABCMeta):
         assert all(isinstance(phase, tuple) for phase in workflow)
         assert len(workflow) == len(data_loaders), 'one data loader per workflow phase'
 
+    def _warn_length_given_to_run(self, name):
+        """``run(..., max_epochs=n)``: the old place for the length; it still works."""
+        warnings.warn(f'setting {name} in run is deprecated, please set {name} in runner_config',
+                      DeprecationWarning)
+
     def _log_start(self, workflow, max_count, unit):
         """The three lines every run starts its log with: where, the hook table, how long."""
         self.logger.info('Start running, host: %s, work_dir: %s', get_host_info(),

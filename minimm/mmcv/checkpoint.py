@@ -31,14 +31,17 @@ def _unwrap(module):
     return module.module if is_module_wrapper(module) else module
 
 
+def _children(module):
+    return [(name, child) for name, child in module._modules.items() if child is not None]
+
+
 def _submodules(module, prefix=''):
     """``(key prefix, module)`` for ``module`` and everything inside it, parents first, looking
     through wrappers (their ``module.`` does not appear in the keys)."""
     module = _unwrap(module)
     yield prefix, module
-    for name, child in module._modules.items():
-        if child is not None:
-            yield from _submodules(child, f'{prefix}{name}.')
+    for name, child in _children(module):
+        yield from _submodules(child, f'{prefix}{name}.')
 
 
 def load_state_dict(module, state_dict, strict=False, logger=None):
@@ -142,9 +145,8 @@ def get_state_dict(module, destination=None, prefix='', keep_vars=False):
         for name, tensor in tensors.items():
             if tensor is not None:
                 destination[prefix + name] = tensor if keep_vars else tensor.detach()
-    for name, child in module._modules.items():
-        if child is not None:
-            get_state_dict(child, destination, f'{prefix}{name}.', keep_vars=keep_vars)
+    for name, child in _children(module):
+        get_state_dict(child, destination, f'{prefix}{name}.', keep_vars=keep_vars)
     for state_dict_hook in module._state_dict_hooks.values():
         changed = state_dict_hook(module, destination, prefix, versions)
         if changed is not None:

@@ -82,8 +82,7 @@ class EpochBasedRunner(BaseRunner):
         until ``max_epochs`` train epochs are done. A workflow without ``'train'`` never ends."""
         self._check_workflow(data_loaders, workflow)
         if max_epochs is not None:
-            warnings.warn('setting max_epochs in run is deprecated, '
-                          'please set max_epochs in runner_config', DeprecationWarning)
+            self._warn_length_given_to_run('max_epochs')
             self._max_epochs = max_epochs
         assert self._max_epochs is not None, 'max_epochs must be specified during instantiation'
         # max_iters from the first train loader, so that before_run hooks can see it

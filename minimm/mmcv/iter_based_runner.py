@@ -11,8 +11,6 @@ records ``iter = N - 1``; ``resume`` sets ``inner_iter = iter`` and keeps the ru
 ``register_training_hooks`` does not switch a momentum config to ``by_epoch=False``. Left out:
 MMCV's sleeps (2 s at each loader wrap, 1 s before ``after_epoch``).
 """
-import warnings
-
 import torch
 
 from .base_runner import BaseRunner
@@ -96,8 +94,7 @@ class IterBasedRunner(BaseRunner):
         loop until ``max_iters`` train iterations are done."""
         self._check_workflow(data_loaders, workflow)
         if max_iters is not None:
-            warnings.warn('setting max_iters in run is deprecated, '
-                          'please set max_iters in runner_config', DeprecationWarning)
+            self._warn_length_given_to_run('max_iters')
             self._max_iters = max_iters
         assert self._max_iters is not None, 'max_iters must be specified during instantiation'
 
