@@ -51,6 +51,22 @@ def cos_anneal(start, end, f, weight=1.):
     return end + weight * (start - end) * (1 + math.cos(math.pi * f)) / 2
 
 
+def cyclic_closed_form(base, it, max_iters, target_ratio, cyclic_times, step_ratio_up, gamma):
+    """MMCV's cyclic schedule (lr or momentum alike) at iteration ``it``."""
+    t0, t1 = target_ratio
+    cycle = max_iters // cyclic_times
+    up = int(step_ratio_up * cycle)
+    c, scale = it % cycle, gamma ** (it // cycle)
+    start, end, r0, r1 = next(ph for ph in [(0, up, 1, t0), (up, cycle, t0, t1)]
+                              if ph[0] <= c < ph[1])
+    # later cycles swing less: the phase starting the cycle ends lower, the other starts lower
+    if start == 0:
+        r1 = 1 - scale + r1 * scale
+    else:
+        r0 = 1 - scale + r0 * scale
+    return cos_anneal(base * r0, base * r1, (c - start) / (end - start))
+
+
 def step_closed_form(base, p, steps, gamma, floor):
     """``base * gamma ** (steps passed)``, at least ``floor`` (when not None)."""
     n = p // steps if isinstance(steps, int) else sum(p >= s for s in steps)

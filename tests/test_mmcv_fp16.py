@@ -61,6 +61,20 @@ def test_the_decorators_do_nothing_until_wrap_fp16_model_enables_them():
     assert dtypes(head.loss(f16, target=f16)[:2]) == [torch.float32, torch.half]
 
 
+def test_extra_positional_arguments_pass_through_uncast():
+    class Varargs(nn.Module):
+        fp16_enabled = True
+
+        @auto_fp16()
+        def forward(self, x, *rest):
+            return x, rest
+
+    x, rest = Varargs()(torch.ones(1), torch.ones(1), 'tag')
+    # x is a named parameter: cast; the *args have no name to be chosen by: passed as given
+    # (MMCV drops them)
+    assert x.dtype == torch.half and rest[0].dtype == torch.float32 and rest[1] == 'tag'
+
+
 def test_the_decorators_only_decorate_module_methods():
     class NotAModule:
         fp16_enabled = True
@@ -99,6 +113,9 @@ def test_loss_scaler_follows_its_closed_form_schedule():
     good, bad = [nn.Parameter(torch.ones(1))], [nn.Parameter(torch.ones(1))]
     good[0].grad, bad[0].grad = torch.ones(1), torch.tensor([float('inf')])
     assert not scaler.has_overflow(good) and scaler.has_overflow(bad)
+    huge = [nn.Parameter(torch.ones(2))]
+    huge[0].grad = torch.full((2, ), 3e38)  # finite, though its float32 sum is not
+    assert not scaler.has_overflow(huge)
     history = []
     for overflow in [False, False, True, False, False, False, True, True, True, True, True]:
         scaler.update_scale(overflow)

@@ -151,6 +151,19 @@ def test_checkpoint_hook_by_iter_on_epoch_runner_keeps_mmcv_names(tmp_path):
     assert runner.meta['hook_msgs']['last_ckpt'] == str(tmp_path / 'iter_6.pth')
 
 
+def test_checkpoint_and_eval_hooks_say_where_without_a_file_backend(tmp_path, caplog):
+    runner = make_runner(tmp_path / 'work', max_epochs=1)
+    runner.register_hook(CheckpointHook(out_dir=str(tmp_path / 'ckpts')))
+    runner.register_hook(EvalHook(loader(), out_dir=str(tmp_path / 'best'),
+                                  test_fn=_scripted_test_fn([1.0])), 'LOW')
+    with caplog.at_level(logging.INFO):
+        runner.call_hook('before_run')
+    # another folder than the work dir gets a subfolder named after the work dir
+    assert f"Checkpoints will be saved to {tmp_path / 'ckpts' / 'work'}." in caplog.text
+    assert f"The best checkpoint will be saved to {tmp_path / 'best' / 'work'}." in caplog.text
+    assert 'Backend' not in caplog.text  # minimm.mmcv has no file backends to name
+
+
 def test_checkpoint_deletion_stops_at_the_first_missing_file(tmp_path):
     (tmp_path / 'epoch_1.pth').write_text('stale')
     runner = make_runner(tmp_path, max_epochs=5)

@@ -3,7 +3,7 @@
 import pytest
 
 from minimm.mmcv import HOOKS, OneCycleLrUpdaterHook
-from mmcv_probe import cos_anneal, make_optimizer, record, step_closed_form
+from mmcv_probe import cos_anneal, cyclic_closed_form, make_optimizer, record, step_closed_form
 
 E, B = 3, 4  # 3 epochs of 4 batches: 12 iterations, as MMCV's reference run
 
@@ -84,18 +84,8 @@ def regular_lr(policy, kw, base, p, P, it, max_iters):
         return cos_anneal(base, target, min((p - start) / kw['periods'][i], 1),
                           kw['restart_weights'][i])
     if policy == 'cyclic':
-        t0, t1 = kw['target_ratio']
-        cycle = max_iters // kw['cyclic_times']
-        up = int(kw['step_ratio_up'] * cycle)
-        c, scale = it % cycle, kw['gamma'] ** (it // cycle)
-        start, end, r0, r1 = next(ph for ph in [(0, up, 1, t0), (up, cycle, t0, t1)]
-                                  if ph[0] <= c < ph[1])
-        # later cycles climb less: the phase starting the cycle ends lower, the other starts lower
-        if start == 0:
-            r1 = 1 - scale + r1 * scale
-        else:
-            r0 = 1 - scale + r0 * scale
-        return cos_anneal(base * r0, base * r1, (c - start) / (end - start))
+        return cyclic_closed_form(base, it, max_iters, kw['target_ratio'], kw['cyclic_times'],
+                                  kw['step_ratio_up'], kw['gamma'])
     raise AssertionError(policy)
 
 
@@ -278,3 +268,23 @@ def test_updater_hooks_are_registered_under_mmcv_names_but_bases_are_not():
     assert HOOKS.get('LrUpdaterHook') is None
     assert isinstance(HOOKS.build(dict(type='OneCycleLrUpdaterHook', max_lr=1.)),
                       OneCycleLrUpdaterHook)
+
+
+def test_updater_files_import_downwards_and_expose_mmcvs_names():
+    # Each updater file imports only the files listed before it (no import cycle), and every
+    # name MMCV's lr_updater module exposes is importable from minimm's.
+    import ast
+    import pathlib
+
+    import minimm.mmcv.hooks.lr_updater as lr_updater
+    order = ['hook', 'schedule', 'updater', 'lr_updater_cyclic', 'lr_updater',
+             'momentum_updater_cyclic', 'momentum_updater']
+    folder = pathlib.Path(lr_updater.__file__).parent
+    for index, name in enumerate(order[1:], 1):
+        tree = ast.parse((folder / f'{name}.py').read_text())
+        imported = {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.level == 1}
+        assert imported <= set(order[:index]), (name, imported - set(order[:index]))
+    for name in ('LrUpdaterHook', 'CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook', 'annealing_cos',
+                 'annealing_linear', 'format_param', 'get_position_from_periods'):
+        assert hasattr(lr_updater, name), name

@@ -3,7 +3,7 @@ forms (written out here) for every policy, every (dividing) warm-up and both by_
 import pytest
 
 from minimm.mmcv import HOOKS
-from mmcv_probe import cos_anneal, make_optimizer, record, step_closed_form
+from mmcv_probe import cos_anneal, cyclic_closed_form, make_optimizer, record, step_closed_form
 
 E, B = 3, 4
 
@@ -68,6 +68,21 @@ def test_every_policy_and_warmup_in_both_modes_follows_mmcv_closed_forms(policy,
     _, momenta = record(momentum_config=dict(policy=policy, by_epoch=by_epoch, **kw, **warm))
     assert momenta == pytest.approx(expected_momenta(policy, kw, by_epoch, warmup, 5, 0.6),
                                     rel=1e-12)
+
+
+@pytest.mark.parametrize('gamma,times,up', [(0.5, 2, 0.4), (0.7, 3, 0.25)])
+def test_cyclic_follows_mmcv_closed_form(gamma, times, up):
+    kw = dict(target_ratio=(0.8, 1.05), cyclic_times=times, step_ratio_up=up, gamma=gamma)
+    _, momenta = record(momentum_config=dict(policy='cyclic', **kw))
+    assert momenta == pytest.approx([cyclic_closed_form(0.9, i, E * B, **kw)
+                                     for i in range(E * B)], rel=1e-12)
+
+
+def test_a_resumed_optimizer_keeps_its_initial_momentum_as_base():
+    model, optimizer = make_optimizer()
+    optimizer.param_groups[0]['initial_momentum'] = 0.8  # as left by the first run's before_run
+    _, momenta = record(momentum_config=dict(policy='step', step=1), optimizer=optimizer)
+    assert momenta == pytest.approx([0.8] * B + [0.4] * B + [0.2] * B)
 
 
 def one_cycle_momentum(it, M, low, high, pct, three_phase):
@@ -144,3 +159,7 @@ def test_momentum_updaters_are_registered_under_mmcv_names():
     for name in ('Step', 'CosineAnnealing', 'Cyclic', 'OneCycle', 'LinearAnnealing'):
         assert HOOKS.get(f'{name}MomentumUpdaterHook').__name__ == f'{name}MomentumUpdaterHook'
     assert HOOKS.get('MomentumUpdaterHook') is None
+    import minimm.mmcv.hooks.momentum_updater as momentum_updater
+    for name in ('MomentumUpdaterHook', 'CyclicMomentumUpdaterHook', 'OneCycleMomentumUpdaterHook',
+                 'annealing_cos', 'annealing_linear'):
+        assert hasattr(momentum_updater, name), name

@@ -105,6 +105,17 @@ def test_frozen_parameters_keep_the_defaults_and_duplicates_can_be_bypassed():
     assert [g['lr'] for g in optimizer.param_groups][1:3] == [LR, LR]
 
 
+def test_the_bypass_duplicate_warning_shows_even_when_warnings_are_ignored():
+    model = Net()
+    model.shared = model.head[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('ignore')  # as `python -W ignore`, how the MMCV peer suite runs
+        DefaultOptimizerConstructor(dict(type='SGD', lr=LR), dict(bypass_duplicate=True))(model)
+        warnings.warn('another warning')  # still ignored: the filter was only for that message
+    assert [str(w.message) for w in caught] == [
+        'shared is duplicate. It is skipped since bypass_duplicate=True'] * 2
+
+
 def test_dcn_offset_layers_get_their_own_lr_mult():
     class DeformConv2d(nn.Conv2d):  # named as mmcv.ops' layer: minimm recognises it by name
         def __init__(self):

@@ -9,7 +9,7 @@ import types
 import pytest
 import torch
 
-from minimm.mmcv import EpochBasedRunner, LoggerHook
+from minimm.mmcv import EpochBasedRunner, IterBasedRunner, LoggerHook
 from mmcv_toy import ToyModel, loader
 from test_mmcv_logger import TRAIN, VAL, run
 
@@ -67,6 +67,13 @@ TAGS = {2: {'train/loss': pytest.approx((TRAIN[0] + TRAIN[1]) / 2), 'learning_ra
     (dict(type='NeptuneLoggerHook'), 'neptune.new', [('neptune.new.init', (), {})] + [
         (f'neptune.new.init()[{tag!r}].log', (value, ), dict(step=step))
         for step in (2, 4) for tag, value in TAGS[step].items()] + [
+        ('neptune.new.init().stop', (), {})]),
+    # without a step, Neptune numbers the points; the iteration is a series of its own (MMCV
+    # raised here: it added 'global_step' to the dict it was iterating over)
+    (dict(type='NeptuneLoggerHook', with_step=False), 'neptune.new', [
+        ('neptune.new.init', (), {})] + [
+        (f'neptune.new.init()[{tag!r}].log', (value, ), {})
+        for step in (2, 4) for tag, value in {**TAGS[step], 'global_step': step}.items()] + [
         ('neptune.new.init().stop', (), {})]),
     # by epoch, DVCLive logs after train epochs only (nothing averaged there) and val epochs,
     # stepped by the epoch
@@ -130,3 +137,38 @@ def test_pavi_hook_works_with_whatever_pavi_module_is_importable(tmp_path, monke
     assert [c[1:] for c in calls if c[0] == 'add_snapshot_file'] == [
         ('run7', 'epoch_1.pth', 1), ('run7', 'epoch_3.pth', 3), ('run7', 'epoch_3.pth', 3)]
     assert calls[-1] == ('close', )
+
+
+def test_pavi_uploads_the_graph_with_the_dummy_forward_and_puts_forward_back(tmp_path,
+                                                                             monkeypatch):
+    # An IterBasedRunner: the hook takes the first batch from the DataLoader inside its
+    # IterLoader. The graph is traced with forward(img, **dummy_forward_kwargs); when tracing
+    # fails, the model keeps its own forward.
+    graphs = []
+
+    class SummaryWriter:
+        def __init__(self, **kwargs):
+            pass
+
+        def add_graph(self, model, img, tag, opset_version):
+            if tag.endswith('_3'):
+                raise RuntimeError('tracing failed')
+            graphs.append((tag, tuple(img.shape), opset_version, type(model(img))))
+
+        def add_scalars(self, *args):
+            pass
+
+    monkeypatch.setitem(sys.modules, 'pavi', types.SimpleNamespace(SummaryWriter=SummaryWriter))
+    model = ToyModel()
+    runner = IterBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                             work_dir=str(tmp_path / 'g'), logger=logging.getLogger('t'),
+                             max_iters=4)
+    runner.register_training_hooks(lr_config=None, log_config=dict(interval=2, hooks=[dict(
+        type='PaviLoggerHook', by_epoch=False, add_graph_kwargs=dict(
+            active=True, start=1, interval=2, img_key='x', opset_version=13,
+            dummy_forward_kwargs=dict(return_loss=False)))]))
+    with pytest.raises(RuntimeError, match='tracing failed'):
+        runner.run([loader(6, 2)], [('train', 1)])
+    # step 1 (iter 0 + 1) is due, step 2 is not, step 3 fails; return_loss=False gives a list
+    assert graphs == [('g_1', (2, 3), 13, list)]
+    assert model.forward.__func__ is ToyModel.forward

@@ -25,6 +25,12 @@ from torch.optim import Optimizer
 
 from ..registry import OPTIM_WRAPPERS
 
+# clip_grad's ``type`` -> the torch function and the name its result is logged under.
+_CLIPPERS = {
+    'norm': (torch.nn.utils.clip_grad_norm_, 'grad_norm'),
+    'value': (torch.nn.utils.clip_grad_value_, 'grad_value'),
+}
+
 
 @OPTIM_WRAPPERS.register_module()
 class OptimWrapper:
@@ -38,8 +44,8 @@ class OptimWrapper:
             ``clip_grad_value_``. The norm is logged as ``train/grad_norm`` in the message hub.
     """
 
-    def __init__(self, optimizer: Optimizer, accumulative_counts: int = 1,
-                 clip_grad: Optional[dict] = None):
+    def __init__(self, optimizer: Optimizer,
+                 accumulative_counts: int = 1, clip_grad: Optional[dict] = None):
         if not isinstance(optimizer, Optimizer):
             raise TypeError('optimizer must be a `torch.optim.Optimizer` instance, but got '
                             f'{type(optimizer)}; build it first, or use build_optim_wrapper')
@@ -48,62 +54,54 @@ class OptimWrapper:
                              f'{accumulative_counts!r}')
         self.optimizer = optimizer
         self._accumulative_counts = accumulative_counts
-        self.clip_grad_kwargs = self._parse_clip_grad(clip_grad)
+        self.clip_grad_kwargs = None if clip_grad is None else self._parse_clip_grad(clip_grad)
 
-        # Counters of the accumulation: `_inner_count` backward calls so far; `_max_counts` the
-        # run's total (-1 until the train loop calls initialize_count_status); `_remainder_counts`
-        # the size of the last, partial group.
+        # The accumulation counters. ``_inner_count``: backward passes so far. ``_max_counts``:
+        # how many the run has (-1 until the train loop calls initialize_count_status).
+        # ``_remainder_counts``: the size of the last, short group.
         self._inner_count = 0
         self._max_counts = -1
         self._remainder_counts = -1
 
-        # With several parameter groups (e.g. a different lr for the backbone), MMEngine appends
-        # one fake group holding the optimizer's defaults, so schedulers update it too and the
-        # log shows the "base" lr that the config asked for.
+        # With several parameter groups (say, a smaller lr for the backbone) MMEngine adds one
+        # pretend group holding the optimizer's defaults: schedulers move it like the others,
+        # and the log shows the "base" lr the config asked for.
         self.base_param_settings = None
-        if len(optimizer.param_groups) > 1:
-            self.base_param_settings = {'params': torch.tensor([0.0], dtype=torch.float),
-                                        **optimizer.defaults}
+        if len(optimizer.param_groups) >= 2:
+            self.base_param_settings = dict(optimizer.defaults, params=torch.tensor([0.0]))
 
-    def _parse_clip_grad(self, clip_grad: Optional[dict]) -> Optional[dict]:
-        """Pick the clip function from ``clip_grad['type']`` and return the remaining kwargs."""
-        if clip_grad is None:
-            return None
+    def _parse_clip_grad(self, clip_grad: dict) -> dict:
+        """Choose ``clip_func`` and ``grad_name``; return the arguments for ``clip_func``."""
         if not isinstance(clip_grad, dict) or not clip_grad:
             raise TypeError('clip_grad must be None or a non-empty dict of the arguments of '
                             'torch.nn.utils.clip_grad_norm_ (or clip_grad_value_ with '
                             f"type='value'), but got {clip_grad!r}")
-        kwargs = dict(clip_grad)  # never mutate the caller's config
-        clip_type = kwargs.pop('type', 'norm')
-        if clip_type == 'norm':
-            self.clip_func = torch.nn.utils.clip_grad_norm_
-            self.grad_name = 'grad_norm'
-        elif clip_type == 'value':
-            self.clip_func = torch.nn.utils.clip_grad_value_
-            self.grad_name = 'grad_value'
-        else:
+        kwargs = {key: value for key, value in clip_grad.items() if key != 'type'}
+        clip_type = clip_grad.get('type', 'norm')
+        if clip_type not in _CLIPPERS:
             raise ValueError(f'type of clip_grad should be "norm" or "value" but got {clip_type!r}')
         if not kwargs:
             raise ValueError('clip_grad needs arguments besides `type` (e.g. max_norm=1.0 or '
                              f'clip_value=0.5), but got {clip_grad!r}')
+        self.clip_func, self.grad_name = _CLIPPERS[clip_type]
         return kwargs
 
-    # The training step: update_params = scale_loss -> backward -> (step -> zero_grad).
-    def update_params(self, loss: torch.Tensor, step_kwargs: Optional[Dict] = None,
-                      zero_kwargs: Optional[Dict] = None) -> None:
-        """Backward ``loss``; step and zero the gradients when an accumulation group is complete."""
-        loss = self.scale_loss(loss)
-        self.backward(loss)
-        if self.should_update():
-            self.step(**(step_kwargs or {}))
-            self.zero_grad(**(zero_kwargs or {}))
+    # --- one training step: scale_loss -> backward -> (step -> zero_grad) ---
+
+    def update_params(self, loss: torch.Tensor, step_kwargs: Optional[dict] = None,
+                      zero_kwargs: Optional[dict] = None) -> None:
+        """Backward ``loss``; when this completes an accumulation group, step and zero."""
+        self.backward(self.scale_loss(loss))
+        if not self.should_update():
+            return
+        self.step(**(step_kwargs or {}))
+        self.zero_grad(**(zero_kwargs or {}))
 
     def backward(self, loss: torch.Tensor, **kwargs) -> None:
         loss.backward(**kwargs)
-        self._inner_count += 1
+        self._inner_count += 1  # counted here, so should_update sees this backward
 
     def step(self, **kwargs) -> None:
-        """Clip the gradients if configured, then step the optimizer."""
         if self.clip_grad_kwargs:
             self._clip_grad()
         self.optimizer.step(**kwargs)
@@ -112,73 +110,71 @@ class OptimWrapper:
         self.optimizer.zero_grad(**kwargs)
 
     def _clip_grad(self) -> None:
-        params = [p for group in self.optimizer.param_groups for p in group['params']
-                  if p.requires_grad and p.grad is not None]
-        if not params:
+        with_grad = [param for group in self.optimizer.param_groups for param in group['params']
+                     if param.requires_grad and param.grad is not None]
+        if not with_grad:
             return
-        grad = self.clip_func(params, **self.clip_grad_kwargs)
-        if grad is not None:  # clip_grad_value_ returns None: there is nothing to log
-            # Imported here so that the optim package does not depend on the logging package.
-            from ..logging.message_hub import MessageHub
-            MessageHub.get_current_instance().update_scalar(f'train/{self.grad_name}',
-                                                            float(grad))
+        measured = self.clip_func(with_grad, **self.clip_grad_kwargs)
+        if measured is None:  # clip_grad_value_ measures nothing
+            return
+        # Imported here: the optim package does not otherwise depend on logging.
+        from ..logging.message_hub import MessageHub
+        MessageHub.get_current_instance().update_scalar(f'train/{self.grad_name}',
+                                                        float(measured))
 
-    # Accumulation bookkeeping.
-    def initialize_count_status(self, model: torch.nn.Module, init_counts: int,
-                                max_counts: int) -> None:
-        """Tell the wrapper where training starts (``init_counts``, e.g. a resumed iteration)
-        and how many iterations it has in total, so the last partial group is scaled right."""
+    # --- accumulation bookkeeping ---
+
+    def initialize_count_status(self, model: torch.nn.Module,
+                                init_counts: int, max_counts: int) -> None:
+        """Where training starts (``init_counts``: a resumed run's iteration) and how long it
+        is, so that the last, short group is averaged over its own size."""
         self._inner_count = init_counts
         self._max_counts = max_counts
-        self._remainder_counts = self._max_counts % self._accumulative_counts
+        self._remainder_counts = max_counts % self._accumulative_counts
+
+    def _ends_group(self, count: int) -> bool:
+        """Whether the ``count``-th backward completes a group (or is the run's last)."""
+        return count % self._accumulative_counts == 0 or count == self._max_counts
 
     def should_update(self) -> bool:
-        """True after the backward that completes a group (or the last backward of the run)."""
-        return (self._inner_count % self._accumulative_counts == 0
-                or self._inner_count == self._max_counts)
+        """True right after the backward that completes a group: time to step."""
+        return self._ends_group(self._inner_count)
 
     def should_sync(self) -> bool:
-        """True when the *next* backward completes a group, so DDP must all-reduce gradients."""
-        return ((self._inner_count + 1) % self._accumulative_counts == 0
-                or (self._inner_count + 1) == self._max_counts)
+        """True when the *next* backward completes a group: DDP must all-reduce in it."""
+        return self._ends_group(self._inner_count + 1)
 
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """Divide ``loss`` by the size of the accumulation group the current iteration is in."""
-        if self._accumulative_counts == 1:
-            loss_factor = 1
-        elif self._max_counts == -1:  # run length unknown: every group is a full one
-            loss_factor = self._accumulative_counts
-        elif self._inner_count < self._max_counts - self._remainder_counts:
-            loss_factor = self._accumulative_counts
-        else:
-            loss_factor = self._remainder_counts
-            if loss_factor <= 0:
+        """``loss`` divided by the size of the group this iteration belongs to, so that the
+        accumulated gradient is the group's mean."""
+        size = self._accumulative_counts
+        last_full = self._max_counts - self._remainder_counts
+        if size > 1 and self._max_counts != -1 and self._inner_count >= last_full:
+            size = self._remainder_counts
+            if size <= 0:
                 raise ValueError(
-                    f'loss_factor should be larger than zero, but got {loss_factor}: '
+                    f'loss_factor should be larger than zero, but got {size}: '
                     'initialize_count_status was called with init_counts '
                     f'{self._inner_count} at or beyond max_counts {self._max_counts}')
-        # Dividing by 1 would only add a node to the autograd graph (MMEngine always divides).
-        return loss if loss_factor == 1 else loss / loss_factor
+        # Dividing by 1 would only add a node to the graph (MMEngine divides anyway).
+        return loss if size == 1 else loss / size
 
     @contextmanager
     def optim_context(self, model: torch.nn.Module):
-        """Run the forward pass inside this.
-
-        Inside an accumulation group a DDP model skips its gradient all-reduce (``no_sync``);
-        it syncs only on the backward that completes the group.
-        """
-        if not self.should_sync() and hasattr(model, 'no_sync'):
-            with model.no_sync():
-                yield
-        else:
+        """Run the forward pass inside this. Within a group a DDP model skips its gradient
+        all-reduce (``no_sync``): only the backward that completes the group syncs."""
+        if self.should_sync() or not hasattr(model, 'no_sync'):
+            yield
+            return
+        with model.no_sync():
             yield
 
-    # What schedulers and loggers read.
+    # --- what schedulers, hooks and checkpoints read ---
+
     @property
     def param_groups(self) -> List[dict]:
-        if self.base_param_settings is not None:
-            return self.optimizer.param_groups + [self.base_param_settings]
-        return self.optimizer.param_groups
+        groups = self.optimizer.param_groups
+        return groups if self.base_param_settings is None else groups + [self.base_param_settings]
 
     @property
     def defaults(self) -> dict:
@@ -189,38 +185,35 @@ class OptimWrapper:
         return self._inner_count
 
     def get_lr(self) -> Dict[str, List[float]]:
-        """``{'lr': [lr of each group]}``, plus ``'base_lr'`` with several groups."""
-        res = {}
-        if self.base_param_settings is not None:
-            res['base_lr'] = [self.base_param_settings['lr']]
-        res['lr'] = [group['lr'] for group in self.optimizer.param_groups]
-        return res
+        """``{'lr': [one per group]}``; with several groups ``'base_lr'`` comes first."""
+        lrs = {'lr': [group['lr'] for group in self.optimizer.param_groups]}
+        if self.base_param_settings is None:
+            return lrs
+        return {'base_lr': [self.base_param_settings['lr']], **lrs}
 
     def get_momentum(self) -> Dict[str, List[float]]:
-        """``{'momentum': [...]}``: SGD's ``momentum``, Adam's ``betas[0]``, else 0."""
-        momentum = []
-        for group in self.optimizer.param_groups:
+        """``{'momentum': [...]}``: SGD's ``momentum``, Adam's first beta, else 0."""
+
+        def momentum_of(group):
             if 'momentum' in group:
-                momentum.append(group['momentum'])
-            elif 'betas' in group:
-                momentum.append(group['betas'][0])
-            else:
-                momentum.append(0)
-        return dict(momentum=momentum)
+                return group['momentum']
+            return group['betas'][0] if 'betas' in group else 0
+
+        return {'momentum': [momentum_of(group) for group in self.optimizer.param_groups]}
 
     def state_dict(self) -> dict:
-        """The optimizer's state dict (plus ``base_param_settings`` when there is one)."""
-        state_dict = self.optimizer.state_dict()
+        """The optimizer's state dict, plus ``base_param_settings`` when there is one."""
+        state = self.optimizer.state_dict()
         if self.base_param_settings is not None:
-            state_dict['base_param_settings'] = self.base_param_settings
-        return state_dict
+            state['base_param_settings'] = self.base_param_settings
+        return state
 
     def load_state_dict(self, state_dict: dict) -> None:
-        state_dict = dict(state_dict)  # popping must not change the caller's checkpoint
-        base_param_settings = state_dict.pop('base_param_settings', None)
-        if base_param_settings is not None:
-            self.base_param_settings = base_param_settings
-        self.optimizer.load_state_dict(state_dict)
+        state = dict(state_dict)  # a copy: the caller's checkpoint keeps its entries
+        saved_base = state.pop('base_param_settings', None)
+        if saved_base is not None:
+            self.base_param_settings = saved_base
+        self.optimizer.load_state_dict(state)
 
     def __repr__(self) -> str:
         return (f'Type: {type(self).__name__}\n'

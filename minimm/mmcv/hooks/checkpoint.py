@@ -1,9 +1,16 @@
-"""CheckpointHook, as MMCV 1.7's: save every ``interval`` epochs/iterations and at the end, keep the
-newest ``max_keep_ckpts``, record the path in ``runner.meta['hook_msgs']['last_ckpt']``.
+"""CheckpointHook, MMCV 1.7's: save every ``interval`` epochs (or iterations) and at the end, keep
+only the newest ``max_keep_ckpts`` files, and record the last path in
+``runner.meta['hook_msgs']['last_ckpt']`` (what a later resume or an evaluation script reads).
 
-MMCV 1.7's quirks are kept: a file's meta names the *previous* checkpoint; deletion stops at the
-first missing file; ``by_epoch=False`` on an EpochBasedRunner writes ``epoch_*.pth`` but records
-and deletes ``iter_*.pth``. Left out: ``file_client_args`` (local disk only).
+MMCV's quirks are kept, because checkpoints written by MMCV look so:
+
+- ``last_ckpt`` is recorded after the file is written, so each file's meta names the one before;
+- deleting old files walks back from the oldest one to drop and stops at the first missing file;
+- ``by_epoch=False`` on an EpochBasedRunner writes the runner's ``epoch_*.pth`` but records and
+  deletes ``iter_*.pth`` names.
+
+Different from MMCV: checkpoints go to the local disk only (no ``file_client_args``), and the log
+line says where, without naming a file backend.
 """
 import os
 import os.path as osp
@@ -13,22 +20,24 @@ from ..dist_utils import allreduce_params, master_only
 from .hook import HOOKS, Hook
 
 
+def out_dir_for(out_dir: Optional[str], work_dir: str) -> str:
+    """The folder a hook writes checkpoints to: the work dir by default; a folder given
+    elsewhere gets a subfolder named after the work dir, so two runs do not mix their files.
+    EvalHook uses the same rule for its best checkpoint."""
+    if not out_dir or out_dir == work_dir:
+        return work_dir
+    return osp.join(out_dir, osp.basename(work_dir.rstrip(osp.sep)))
+
+
 @HOOKS.register_module()
 class CheckpointHook(Hook):
-    """Args are MMCV 1.7's. ``out_dir``: by default the work dir; another folder gets a subfolder
-    named after the work dir (``out_dir/basename(work_dir)``). ``**kwargs``
-    (``filename_tmpl``, ``create_symlink``, ``meta``) go to ``runner.save_checkpoint``."""
+    """MMCV 1.7's arguments; ``**kwargs`` (``filename_tmpl``, ``create_symlink``, ``meta``) are
+    passed on to ``runner.save_checkpoint``. ``sync_buffer`` averages the model's buffers over
+    the ranks before saving (rank 0 saves)."""
 
-    def __init__(self,
-                 interval: int = -1,
-                 by_epoch: bool = True,
-                 save_optimizer: bool = True,
-                 out_dir: Optional[str] = None,
-                 max_keep_ckpts: int = -1,
-                 save_last: bool = True,
-                 sync_buffer: bool = False,
-                 file_client_args: Optional[dict] = None,
-                 **kwargs):
+    def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
+                 out_dir: Optional[str] = None, max_keep_ckpts: int = -1, save_last: bool = True,
+                 sync_buffer: bool = False, file_client_args: Optional[dict] = None, **kwargs):
         if file_client_args is not None:
             raise ValueError('file_client_args is not supported: minimm saves to local disk')
         self.interval = interval
@@ -37,74 +46,52 @@ class CheckpointHook(Hook):
         self.out_dir = out_dir
         self.max_keep_ckpts = max_keep_ckpts
         self.save_last = save_last
-        self.args = kwargs
         self.sync_buffer = sync_buffer
         self.file_client_args = file_client_args
+        self.args = kwargs
 
     def before_run(self, runner):
-        if not self.out_dir:
-            self.out_dir = runner.work_dir
-
-        if self.out_dir != runner.work_dir:
-            basename = osp.basename(runner.work_dir.rstrip(osp.sep))
-            self.out_dir = osp.join(self.out_dir, basename)
-
-        runner.logger.info(f'Checkpoints will be saved to {self.out_dir} by HardDiskBackend.')
-
-        # MMCV turns this off for file backends that have no symlinks; a local disk has them.
+        self.out_dir = out_dir_for(self.out_dir, runner.work_dir)
+        runner.logger.info(f'Checkpoints will be saved to {self.out_dir}.')
+        # A local disk has symlinks, so ``latest.pth`` is made unless asked otherwise.
         self.args.setdefault('create_symlink', True)
 
     def after_train_epoch(self, runner):
         if not self.by_epoch:
             return
-
-        # every ``self.interval`` epochs, and at the last epoch
-        if self.every_n_epochs(runner, self.interval) or (self.save_last
-                                                          and self.is_last_epoch(runner)):
+        last = self.save_last and self.is_last_epoch(runner)
+        if last or self.every_n_epochs(runner, self.interval):
             runner.logger.info(f'Saving checkpoint at {runner.epoch + 1} epochs')
-            if self.sync_buffer:
-                allreduce_params(runner.model.buffers())
-            self._save_checkpoint(runner)
-
-    @master_only
-    def _save_checkpoint(self, runner):
-        """Save the current checkpoint and delete unwanted checkpoint."""
-        runner.save_checkpoint(self.out_dir, save_optimizer=self.save_optimizer, **self.args)
-        if runner.meta is not None:
-            if self.by_epoch:
-                cur_ckpt_filename = self.args.get('filename_tmpl',
-                                                  'epoch_{}.pth').format(runner.epoch + 1)
-            else:
-                cur_ckpt_filename = self.args.get('filename_tmpl',
-                                                  'iter_{}.pth').format(runner.iter + 1)
-            runner.meta.setdefault('hook_msgs', dict())
-            runner.meta['hook_msgs']['last_ckpt'] = osp.join(self.out_dir, cur_ckpt_filename)
-        # remove other checkpoints
-        if self.max_keep_ckpts > 0:
-            if self.by_epoch:
-                name = 'epoch_{}.pth'
-                current_ckpt = runner.epoch + 1
-            else:
-                name = 'iter_{}.pth'
-                current_ckpt = runner.iter + 1
-            redundant_ckpts = range(current_ckpt - self.max_keep_ckpts * self.interval, 0,
-                                    -self.interval)
-            filename_tmpl = self.args.get('filename_tmpl', name)
-            for _step in redundant_ckpts:
-                ckpt_path = osp.join(self.out_dir, filename_tmpl.format(_step))
-                if osp.isfile(ckpt_path):
-                    os.remove(ckpt_path)
-                else:
-                    break
+            self._sync_and_save(runner)
 
     def after_train_iter(self, runner):
         if self.by_epoch:
             return
-
-        # every ``self.interval`` iterations, and at the last iteration
-        if self.every_n_iters(runner, self.interval) or (self.save_last
-                                                         and self.is_last_iter(runner)):
+        last = self.save_last and self.is_last_iter(runner)
+        if last or self.every_n_iters(runner, self.interval):
             runner.logger.info(f'Saving checkpoint at {runner.iter + 1} iterations')
-            if self.sync_buffer:
-                allreduce_params(runner.model.buffers())
-            self._save_checkpoint(runner)
+            self._sync_and_save(runner)
+
+    def _sync_and_save(self, runner):
+        if self.sync_buffer:
+            allreduce_params(runner.model.buffers())
+        self._save_checkpoint(runner)
+
+    @master_only
+    def _save_checkpoint(self, runner):
+        """Write the checkpoint, record its path, drop the ones beyond ``max_keep_ckpts``."""
+        runner.save_checkpoint(self.out_dir, save_optimizer=self.save_optimizer, **self.args)
+        unit = 'epoch' if self.by_epoch else 'iter'
+        number = (runner.epoch if self.by_epoch else runner.iter) + 1
+        template = self.args.get('filename_tmpl', unit + '_{}.pth')
+        if runner.meta is not None:
+            hook_msgs = runner.meta.setdefault('hook_msgs', {})
+            hook_msgs['last_ckpt'] = osp.join(self.out_dir, template.format(number))
+        if self.max_keep_ckpts <= 0:
+            return
+        # Checkpoints ``interval`` apart, from the newest one not kept back to the first.
+        for old in range(number - self.max_keep_ckpts * self.interval, 0, -self.interval):
+            path = osp.join(self.out_dir, template.format(old))
+            if not osp.isfile(path):
+                break
+            os.remove(path)

@@ -1,11 +1,14 @@
-"""EMAHook, as MMCV 1.7's: the moving average lives in buffers *on the model* (``a.b`` ->
-``ema_a_b``), so every checkpoint holds it. Every ``interval`` iterations ``ema = (1 - m) * ema +
-m * param``, ``m = min(momentum ** interval, (1 + iter) / (warm_up + iter))``; parameters and
-averages swap around each train epoch, so val, EvalHook and CheckpointHook see the averages.
-Compare ``minimm/hooks/ema_hook.py`` (MMEngine: a separate averaged model).
+"""EMAHook, MMCV 1.7's: an exponential moving average of the weights, kept *inside the model* as
+buffers (parameter ``a.b`` -> buffer ``ema_a_b``), so every checkpoint carries it.
 
-Different from MMCV 1.7: the update runs through minimm's fused ``ops.ema_update_`` (one call for
-all tensors; MMCV's formula up to rounding), on tensor lists built once in ``before_run``.
+Every ``interval`` iterations: ``ema = (1 - m) * ema + m * param`` with
+``m = min(momentum ** interval, (1 + iter) / (warm_up + iter))``. Around each train epoch the
+parameters and their averages swap places, so validation, EvalHook and CheckpointHook after this
+hook see the averaged weights; the next epoch swaps them back. Compare the MMEngine side's
+``minimm/hooks/ema_hook.py``, which keeps a separate averaged copy of the model.
+
+Different from MMCV: one call of minimm's fused ``ops.ema_update_`` updates every average (MMCV's
+formula, up to rounding), over tensor lists made once in ``before_run``.
 """
 from typing import Optional
 
@@ -19,64 +22,52 @@ from .hook import HOOKS, Hook
 
 @HOOKS.register_module()
 class EMAHook(Hook):
-    """Args: ``momentum`` (the new value's weight), ``interval`` (update every ``interval``
-    iterations), ``warm_up`` (smaller momenta for the first steps), ``resume_from`` (a checkpoint
-    to resume from once the EMA buffers exist)."""
+    """``momentum`` is the weight of the new value; ``warm_up`` makes the first updates take
+    more of it; ``resume_from`` resumes a checkpoint once the EMA buffers exist to load into."""
 
-    def __init__(self,
-                 momentum: float = 0.0002,
-                 interval: int = 1,
-                 warm_up: int = 100,
-                 resume_from: Optional[str] = None):
+    def __init__(self, momentum: float = 0.0002, interval: int = 1,
+                 warm_up: int = 100, resume_from: Optional[str] = None):
         assert isinstance(interval, int) and interval > 0
-        self.warm_up = warm_up
+        assert 0 < momentum < 1
         self.interval = interval
-        assert momentum > 0 and momentum < 1
-        self.momentum = momentum**interval
+        # As MMCV: one update every ``interval`` iterations stands for that many updates.
+        self.momentum = momentum ** interval
+        self.warm_up = warm_up
         self.checkpoint = resume_from
 
     def before_run(self, runner):
-        """Register an EMA buffer per parameter (``named_buffer``: saved and resumed with it)."""
-        model = runner.model
-        if is_module_wrapper(model):
-            model = model.module
+        model = runner.model.module if is_module_wrapper(runner.model) else runner.model
+        self.model_parameters = dict(model.named_parameters())
         self.param_ema_buffer = {}
-        self.model_parameters = dict(model.named_parameters(recurse=True))
-        for name, value in self.model_parameters.items():
-            # "." is not allowed in module's buffer name
-            buffer_name = f"ema_{name.replace('.', '_')}"
-            self.param_ema_buffer[name] = buffer_name
-            model.register_buffer(buffer_name, value.data.clone())
-        self.model_buffers = dict(model.named_buffers(recurse=True))
-        # The pairs the fused update walks (built once, not per iteration).
-        self._params = [value.detach() for value in self.model_parameters.values()]
-        self._ema_buffers = [self.model_buffers[self.param_ema_buffer[name]]
-                             for name in self.model_parameters]
+        for name, param in self.model_parameters.items():
+            # A buffer's name may not contain dots.
+            self.param_ema_buffer[name] = 'ema_' + name.replace('.', '_')
+            model.register_buffer(self.param_ema_buffer[name], param.data.clone())
+        self.model_buffers = dict(model.named_buffers())
+        # The pairs the fused update walks, in the same order.
+        self._params = [param.detach() for param in self.model_parameters.values()]
+        self._ema_buffers = [self.model_buffers[buffer_name]
+                             for buffer_name in self.param_ema_buffer.values()]
         if self.checkpoint is not None:
             runner.resume(self.checkpoint)
 
     def after_train_iter(self, runner):
-        """Update ema parameter every self.interval iterations."""
-        curr_step = runner.iter
-        # A smaller momentum in the first steps, while the weights move most.
-        momentum = min(self.momentum, (1 + curr_step) / (self.warm_up + curr_step))
-        if curr_step % self.interval != 0:
+        step = runner.iter
+        if step % self.interval:
             return
-        ema_update_(self._ema_buffers, self._params, momentum)
+        # Early on (warm_up) the average follows the weights more closely.
+        ema_update_(self._ema_buffers, self._params,
+                    min(self.momentum, (1 + step) / (self.warm_up + step)))
 
     def after_train_epoch(self, runner):
-        """Load the averages into the model before the EvalHook."""
-        self._swap_ema_parameters()
+        self._swap_ema_parameters()  # the averages into the model, for val and checkpoints
 
     def before_train_epoch(self, runner):
-        """Take the model's own parameters back after the last epoch's EvalHook."""
-        self._swap_ema_parameters()
+        self._swap_ema_parameters()  # the trained weights back (a no-op before the first epoch)
 
     @torch.no_grad()
     def _swap_ema_parameters(self):
-        """Swap the parameter of model with parameter in ema_buffer."""
-        for name, value in self.model_parameters.items():
-            temp = value.data.clone()
-            ema_buffer = self.model_buffers[self.param_ema_buffer[name]]
-            value.data.copy_(ema_buffer.data)
-            ema_buffer.data.copy_(temp)
+        for param, average in zip(self._params, self._ema_buffers):
+            trained = param.clone()
+            param.copy_(average)
+            average.copy_(trained)

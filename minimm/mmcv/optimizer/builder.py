@@ -1,9 +1,9 @@
-"""``OPTIMIZERS`` and ``OPTIMIZER_BUILDERS``, MMCV 1.x's own registries, and the two builders.
+"""MMCV 1.x's optimizer registries and the two functions that build from them.
 
-``build_optimizer(model, cfg)`` pops ``constructor`` (default ``'DefaultOptimizerConstructor'``)
-and ``paramwise_cfg`` from a copy of ``cfg``, builds the constructor with the rest as
-``optimizer_cfg``, and calls it on the model. Left out compared with MMCV 1.7: the Ascend NPU
-optimizers (``torch_npu``).
+``OPTIMIZERS`` holds every optimizer class of ``torch.optim`` (registered when this module is
+imported) and any a project adds. ``OPTIMIZER_BUILDERS`` holds *constructors*: objects built from
+the config that, called with the model, return the optimizer (``DefaultOptimizerConstructor``
+unless the config names another with ``constructor=``). Left out: MMCV's Ascend NPU optimizers.
 """
 import copy
 import inspect
@@ -13,37 +13,38 @@ import torch
 
 from minimm.registry import Registry
 
-from ..builder import build_from_cfg
+from ..registry import build_from_cfg
 
 OPTIMIZERS = Registry('optimizer', build_func=build_from_cfg)
 OPTIMIZER_BUILDERS = Registry('optimizer builder', build_func=build_from_cfg)
 
 
 def register_torch_optimizers() -> List:
-    """Register every ``torch.optim.Optimizer`` class of ``torch.optim``; return their names."""
-    torch_optimizers = []
-    for module_name in dir(torch.optim):
-        if module_name.startswith('__'):
-            continue
-        _optim = getattr(torch.optim, module_name)
-        if inspect.isclass(_optim) and issubclass(_optim, torch.optim.Optimizer):
-            OPTIMIZERS.register_module()(_optim)
-            torch_optimizers.append(module_name)
-    return torch_optimizers
+    """Register each ``torch.optim.Optimizer`` subclass that ``torch.optim`` exports; return
+    their names."""
+    names = []
+    for name in dir(torch.optim):
+        candidate = getattr(torch.optim, name)
+        if inspect.isclass(candidate) and issubclass(candidate, torch.optim.Optimizer):
+            OPTIMIZERS.register_module()(candidate)
+            names.append(name)
+    return names
 
 
 TORCH_OPTIMIZERS = register_torch_optimizers()
 
 
 def build_optimizer_constructor(cfg: Dict):
-    return build_from_cfg(cfg, OPTIMIZER_BUILDERS)
+    return OPTIMIZER_BUILDERS.build(cfg)
 
 
 def build_optimizer(model, cfg: Dict):
+    """Build the optimizer of ``model`` from a config's ``optimizer`` dict: ``type`` and the
+    optimizer's arguments, optionally ``constructor`` and ``paramwise_cfg``. ``cfg`` itself is
+    not changed."""
     optimizer_cfg = copy.deepcopy(cfg)
-    constructor_type = optimizer_cfg.pop('constructor', 'DefaultOptimizerConstructor')
-    paramwise_cfg = optimizer_cfg.pop('paramwise_cfg', None)
-    optim_constructor = build_optimizer_constructor(
-        dict(type=constructor_type, optimizer_cfg=optimizer_cfg, paramwise_cfg=paramwise_cfg))
-    optimizer = optim_constructor(model)
-    return optimizer
+    constructor = build_optimizer_constructor(
+        dict(type=optimizer_cfg.pop('constructor', 'DefaultOptimizerConstructor'),
+             paramwise_cfg=optimizer_cfg.pop('paramwise_cfg', None),
+             optimizer_cfg=optimizer_cfg))
+    return constructor(model)

@@ -36,7 +36,6 @@ import logging
 import warnings
 from typing import List, Optional
 
-import torch
 import torch.nn as nn
 from torch.nn import GroupNorm, LayerNorm
 
@@ -45,6 +44,8 @@ from ...registry import OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPERS, OPTIMIZERS
 from ...utils import is_list_of
 from ...utils.dl_utils.parrots_wrapper import _BatchNorm, _InstanceNorm
 from ..optim_wrapper import OptimWrapper
+
+_NORM_LAYERS = (_BatchNorm, _InstanceNorm, GroupNorm, LayerNorm)
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
@@ -64,37 +65,38 @@ class DefaultOptimWrapperConstructor:
         if 'optimizer' not in optim_wrapper_cfg:
             raise KeyError('`optim_wrapper_cfg` must contain "optimizer" config, but got keys '
                            f'{sorted(optim_wrapper_cfg)}')
-        self.optim_wrapper_cfg = optim_wrapper_cfg.copy()
-        self.optimizer_cfg = self.optim_wrapper_cfg.pop('optimizer')
-        self.paramwise_cfg = {} if paramwise_cfg is None else paramwise_cfg
-        self.base_lr = self.optimizer_cfg.get('lr', None)
-        self.base_wd = self.optimizer_cfg.get('weight_decay', None)
+        # The wrapper's part and the optimizer's part, split once; the caller's dict is kept.
+        self.optim_wrapper_cfg = {k: v for k, v in optim_wrapper_cfg.items() if k != 'optimizer'}
+        self.optimizer_cfg = optim_wrapper_cfg['optimizer']
+        self.paramwise_cfg = paramwise_cfg if paramwise_cfg is not None else {}
+        # What the multipliers multiply.
+        self.base_lr = self.optimizer_cfg.get('lr')
+        self.base_wd = self.optimizer_cfg.get('weight_decay')
         self._validate_cfg()
 
     def _validate_cfg(self) -> None:
-        """Check the rules before any parameter is seen: a mult needs the base value it scales."""
-        if not isinstance(self.paramwise_cfg, dict):
-            raise TypeError('paramwise_cfg should be None or a dict, '
-                            f'but got {type(self.paramwise_cfg)}')
-        if 'custom_keys' in self.paramwise_cfg:
-            if not isinstance(self.paramwise_cfg['custom_keys'], dict):
-                raise TypeError('If specified, custom_keys must be a dict, '
-                                f'but got {type(self.paramwise_cfg["custom_keys"])}')
-            if self.base_wd is None:
-                for key in self.paramwise_cfg['custom_keys']:
-                    if 'decay_mult' in self.paramwise_cfg['custom_keys'][key]:
-                        raise ValueError(f'base_wd should not be None: custom_keys[{key!r}] sets '
-                                         'decay_mult, so optimizer.weight_decay must be set')
-        for key in ('bias_decay_mult', 'norm_decay_mult', 'dwconv_decay_mult'):
-            if key in self.paramwise_cfg and self.base_wd is None:
-                raise ValueError(f'base_wd should not be None: paramwise_cfg.{key} is set, so '
-                                 'optimizer.weight_decay must be set')
+        """Fail before any parameter is seen when a multiplier has no base value to scale."""
+        cfg = self.paramwise_cfg
+        if not isinstance(cfg, dict):
+            raise TypeError(f'paramwise_cfg should be None or a dict, but got {type(cfg)}')
+        custom_keys = cfg.get('custom_keys', {})
+        if not isinstance(custom_keys, dict):
+            raise TypeError('If specified, custom_keys must be a dict, '
+                            f'but got {type(custom_keys)}')
+        if self.base_wd is None:
+            for key, mults in custom_keys.items():
+                if 'decay_mult' in mults:
+                    raise ValueError(f'base_wd should not be None: custom_keys[{key!r}] sets '
+                                     'decay_mult, so optimizer.weight_decay must be set')
+            for option in ('bias_decay_mult', 'norm_decay_mult', 'dwconv_decay_mult'):
+                if option in cfg:
+                    raise ValueError(f'base_wd should not be None: paramwise_cfg.{option} is '
+                                     'set, so optimizer.weight_decay must be set')
         # MMEngine fails later, multiplying None, at the first parameter a key matches.
-        if self.base_lr is None and (self.paramwise_cfg.get('custom_keys')
-                                     or 'bias_lr_mult' in self.paramwise_cfg):
+        if self.base_lr is None and (custom_keys or 'bias_lr_mult' in cfg):
             raise ValueError('base_lr should not be None: paramwise_cfg scales the lr '
                              '(custom_keys or bias_lr_mult), so optimizer.lr must be set')
-        if 'dcn_offset_lr_mult' in self.paramwise_cfg:
+        if 'dcn_offset_lr_mult' in cfg:
             warnings.warn('paramwise_cfg.dcn_offset_lr_mult has no effect: minimm has no '
                           'deformable convolutions (mmcv.ops)')
 
@@ -102,99 +104,87 @@ class DefaultOptimWrapperConstructor:
         """Whether a parameter of ``param_group`` is already in one of ``param_group_list``."""
         if not is_list_of(param_group_list, dict):
             raise TypeError('param_group_list must be a list of dicts')
-        param = set(param_group['params'])
-        param_set = set()
-        for group in param_group_list:
-            param_set.update(set(group['params']))
-        return not param.isdisjoint(param_set)
+        taken = {param for group in param_group_list for param in group['params']}
+        return any(param in taken for param in param_group['params'])
 
     def add_params(self, params: List[dict], module: nn.Module, prefix: str = '',
                    is_dcn_module: Optional[bool] = None) -> None:
         """Append one parameter group per parameter of ``module`` and, recursively, of its
         children to ``params``. ``is_dcn_module`` is kept for subclasses that pass it on; it
         has no effect in minimm."""
-        custom_keys = self.paramwise_cfg.get('custom_keys', {})
-        # Alphabetical first, then longest first: the most specific key wins, ties by name.
-        sorted_keys = sorted(sorted(custom_keys.keys()), key=len, reverse=True)
-
-        bias_lr_mult = self.paramwise_cfg.get('bias_lr_mult', None)
-        bias_decay_mult = self.paramwise_cfg.get('bias_decay_mult', None)
-        norm_decay_mult = self.paramwise_cfg.get('norm_decay_mult', None)
-        dwconv_decay_mult = self.paramwise_cfg.get('dwconv_decay_mult', None)
-        flat_decay_mult = self.paramwise_cfg.get('flat_decay_mult', None)
-        bypass_duplicate = self.paramwise_cfg.get('bypass_duplicate', False)
-
-        is_norm = isinstance(module, (_BatchNorm, _InstanceNorm, GroupNorm, LayerNorm))
-        is_dwconv = isinstance(module, torch.nn.Conv2d) and module.in_channels == module.groups
-
         for name, param in module.named_parameters(recurse=False):
-            param_group = {'params': [param]}
-            if bypass_duplicate and self._is_in(param_group, params):
-                print_log(f'{prefix} is duplicate. It is skipped since '
-                          f'bypass_duplicate={bypass_duplicate}', logger='current',
-                          level=logging.WARNING)
+            group = {'params': [param]}
+            # MMEngine checks for a duplicate first, so a shared frozen tensor is skipped too.
+            if self.paramwise_cfg.get('bypass_duplicate', False) and self._is_in(group, params):
+                print_log(f'{prefix} is duplicate. It is skipped since bypass_duplicate=True',
+                          logger='current', level=logging.WARNING)
                 continue
             if not param.requires_grad:
-                params.append(param_group)
+                params.append(group)  # frozen: the optimizer's defaults, nothing logged
                 continue
+            group.update(self._options(module, prefix, name, param))
+            params.append(group)
+            full_name = f'{prefix}.{name}' if prefix else name
+            for option, value in group.items():
+                if option != 'params':
+                    print_log(f'paramwise_options -- {full_name}:{option}={value}',
+                              logger='current')
 
-            # A parameter that matches a custom key ignores the other rules.
-            is_custom = False
-            for key in sorted_keys:
-                if key in f'{prefix}.{name}':
-                    is_custom = True
-                    lr_mult = custom_keys[key].get('lr_mult', 1.)
-                    param_group['lr'] = self.base_lr * lr_mult
-                    if self.base_wd is not None:
-                        decay_mult = custom_keys[key].get('decay_mult', 1.)
-                        param_group['weight_decay'] = self.base_wd * decay_mult
-                    for k, v in custom_keys[key].items():
-                        param_group[k] = v
-                    break
-
-            if not is_custom:
-                if name == 'bias' and not is_norm and bias_lr_mult is not None:
-                    param_group['lr'] = self.base_lr * bias_lr_mult
-                if self.base_wd is not None:
-                    if is_norm and norm_decay_mult is not None:
-                        param_group['weight_decay'] = self.base_wd * norm_decay_mult
-                    elif name == 'bias' and bias_decay_mult is not None:
-                        param_group['weight_decay'] = self.base_wd * bias_decay_mult
-                    elif is_dwconv and dwconv_decay_mult is not None:
-                        param_group['weight_decay'] = self.base_wd * dwconv_decay_mult
-                    elif param.ndim == 1 and flat_decay_mult is not None:
-                        param_group['weight_decay'] = self.base_wd * flat_decay_mult
-            params.append(param_group)
-            for key, value in param_group.items():
-                if key == 'params':
-                    continue
-                full_name = f'{prefix}.{name}' if prefix else name
-                print_log(f'paramwise_options -- {full_name}:{key}={value}', logger='current')
-
-        for child_name, child_mod in module.named_children():
+        for child_name, child in module.named_children():
             child_prefix = f'{prefix}.{child_name}' if prefix else child_name
-            self.add_params(params, child_mod, prefix=child_prefix, is_dcn_module=False)
+            self.add_params(params, child, prefix=child_prefix, is_dcn_module=False)
+
+    def _options(self, module: nn.Module, prefix: str, name: str, param) -> dict:
+        """The settings that one trainable parameter's group adds to ``params``."""
+        custom_keys = self.paramwise_cfg.get('custom_keys', {})
+        for key in sorted(custom_keys, key=lambda k: (-len(k), k)):
+            if key in f'{prefix}.{name}':
+                entry = custom_keys[key]
+                options = {'lr': self.base_lr * entry.get('lr_mult', 1.)}
+                if self.base_wd is not None:
+                    options['weight_decay'] = self.base_wd * entry.get('decay_mult', 1.)
+                options.update(entry)  # as MMEngine: the key's own entries go in too
+                return options
+
+        def mult(option):
+            return self.paramwise_cfg.get(option)
+
+        options = {}
+        is_norm = isinstance(module, _NORM_LAYERS)
+        if name == 'bias' and not is_norm and mult('bias_lr_mult') is not None:
+            options['lr'] = self.base_lr * mult('bias_lr_mult')
+        if self.base_wd is None:
+            return options
+        # The first rule that applies and is set decides the weight decay.
+        is_dwconv = isinstance(module, nn.Conv2d) and module.in_channels == module.groups
+        for applies, option in ((is_norm, 'norm_decay_mult'), (name == 'bias', 'bias_decay_mult'),
+                                (is_dwconv, 'dwconv_decay_mult'),
+                                (param.ndim == 1, 'flat_decay_mult')):
+            if applies and mult(option) is not None:
+                options['weight_decay'] = self.base_wd * mult(option)
+                break
+        return options
+
+    def _optimizer_class(self):
+        optimizer_type = self.optimizer_cfg['type']
+        if not isinstance(optimizer_type, str):
+            return optimizer_type
+        optimizer_cls = OPTIMIZERS.get(optimizer_type)
+        if optimizer_cls is None:
+            raise KeyError(OPTIMIZERS.not_found_message(optimizer_type))
+        return optimizer_cls
 
     def __call__(self, model: nn.Module) -> OptimWrapper:
-        if hasattr(model, 'module'):
+        if hasattr(model, 'module'):  # DataParallel / DistributedDataParallel
             model = model.module
-
-        optim_wrapper_cfg = self.optim_wrapper_cfg.copy()
-        optim_wrapper_cfg.setdefault('type', 'OptimWrapper')
-        optimizer_cfg = self.optimizer_cfg.copy()
-        optimizer_cls = self.optimizer_cfg['type']
-        if isinstance(optimizer_cls, str):
-            optimizer_cls = OPTIMIZERS.get(optimizer_cls)
-            if optimizer_cls is None:
-                raise KeyError(OPTIMIZERS.not_found_message(self.optimizer_cfg['type']))
-        # Some optimizers (colossalai's HybridAdam) call their first argument ``model_params``:
-        # fill whatever the first argument is called, as MMEngine does.
-        first_arg_name = next(iter(inspect.signature(optimizer_cls).parameters))
-        if not self.paramwise_cfg:
-            optimizer_cfg[first_arg_name] = model.parameters()
+        # The first argument is ``params`` for torch's optimizers, but ``model_params`` for some
+        # (colossalai's HybridAdam): fill whatever it is called, as MMEngine does.
+        first_arg = next(iter(inspect.signature(self._optimizer_class()).parameters))
+        if self.paramwise_cfg:
+            groups: List[dict] = []
+            self.add_params(groups, model)
         else:
-            params: List = []
-            self.add_params(params, model)
-            optimizer_cfg[first_arg_name] = params
-        optimizer = OPTIMIZERS.build(optimizer_cfg)
-        return OPTIM_WRAPPERS.build(optim_wrapper_cfg, default_args=dict(optimizer=optimizer))
+            groups = model.parameters()  # one group with the optimizer's settings
+        optimizer = OPTIMIZERS.build({**self.optimizer_cfg, first_arg: groups})
+        wrapper_cfg = {'type': 'OptimWrapper', **self.optim_wrapper_cfg}
+        return OPTIM_WRAPPERS.build(wrapper_cfg, default_args=dict(optimizer=optimizer))

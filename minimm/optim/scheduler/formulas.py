@@ -1,8 +1,8 @@
 """Schedule formulas of the MMEngine-style schedulers (``minimm/optim/scheduler/``): annealing
 along a cosine or a line, the period of a restart schedule, the phases of a 1cycle schedule.
 
-The MMCV 1.x updater hooks have their own, as MMCV writes them
-(``minimm/mmcv/hooks/lr_updater.py``): the two worlds' formulas give the same numbers, but each is written in its original's shape.
+The MMCV 1.x updater hooks have their own, with MMCV's names (``minimm/mmcv/hooks/schedule.py``):
+the two worlds' formulas give the same numbers, but each world keeps its original's names.
 """
 import math
 import numbers

@@ -1,9 +1,11 @@
-"""LoggerHook: when MMCV 1.x's logger hooks write, and what they read (``runner.log_buffer``).
+"""LoggerHook: the part every MMCV 1.x logger shares, *when* to write and *what* to read.
 
-Every ``interval`` iterations (and after a val epoch) a logger hook averages the buffer into
-``log_buffer.output`` and calls ``log(runner)``, which a subclass writes; only the *last* logger
-hook registered clears the output afterwards (``before_run`` sets its ``reset_flag``). The
-``get_*`` helpers are what subclasses build their records from. As MMCV 1.7; left out: nothing.
+The runner's IterTimerHook and ``train_step`` fill ``runner.log_buffer`` with one value per
+iteration. Every ``interval`` iterations a logger hook asks the buffer for the mean of the last
+``interval`` values (``log_buffer.output``) and calls ``log(runner)``; a subclass decides where
+that record goes (console, TensorBoard, W&B...). Several loggers read the same output, so only the
+last one registered clears it (``before_run`` hands it ``reset_flag``). The ``get_*`` helpers
+below are the building blocks subclasses make their records from.
 """
 import numbers
 from abc import abstractmethod
@@ -15,14 +17,27 @@ import torch
 from ..hook import Hook
 
 
+def _check_mode(runner) -> None:
+    if runner.mode not in ('train', 'val'):
+        raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
+
+
+def _first_group(name: str, per_group) -> Dict[str, float]:
+    """``{name: value of param group 0}``, or one ``name/<optimizer>`` entry per optimizer when
+    the runner holds a dict of them."""
+    if isinstance(per_group, dict):
+        return {f'{name}/{optim}': values[0] for optim, values in per_group.items()}
+    return {name: per_group[0]}
+
+
 class LoggerHook(Hook):
-    """Base class for logger hooks.
+    """Base class of the logger hooks; subclasses write ``log``.
 
     Args:
         interval: log every ``interval`` iterations.
-        ignore_last: skip the last iterations of an epoch when fewer than ``interval``.
+        ignore_last: at the end of an epoch, skip the iterations that do not fill an interval.
         reset_flag: clear ``log_buffer.output`` after logging.
-        by_epoch: whether an ``EpochBasedRunner`` runs the hook.
+        by_epoch: count ``interval`` within the epoch (``runner.inner_iter``), not globally.
     """
 
     def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
@@ -32,124 +47,94 @@ class LoggerHook(Hook):
         self.reset_flag = reset_flag
         self.by_epoch = by_epoch
 
-    # MMCV spells the metaclass the Python 2 way, so ``log`` is marked but never enforced.
+    # MMCV declares no ABCMeta, so a subclass without ``log`` can still be built.
     @abstractmethod
     def log(self, runner):
         pass
 
     @staticmethod
     def is_scalar(val, include_np: bool = True, include_torch: bool = True) -> bool:
-        """A number, a 0-d array, or a one-element tensor (``len`` of a 0-d tensor raises, as
-        in MMCV)."""
+        """Python numbers, 0-d arrays and one-element tensors count as scalars. A 0-d tensor
+        makes ``len`` raise TypeError, as it does in MMCV."""
         if isinstance(val, numbers.Number):
             return True
-        elif include_np and isinstance(val, np.ndarray) and val.ndim == 0:
-            return True
-        elif include_torch and isinstance(val, torch.Tensor) and len(val) == 1:
-            return True
-        else:
-            return False
+        if include_np and isinstance(val, np.ndarray):
+            return val.ndim == 0
+        return include_torch and isinstance(val, torch.Tensor) and len(val) == 1
+
+    # --- what a record is made of -------------------------------------------------------------
 
     def get_mode(self, runner) -> str:
-        if runner.mode == 'train':
-            # An EvalHook's results arrive while training, without the timer's 'time'.
-            if 'time' in runner.log_buffer.output:
-                mode = 'train'
-            else:
-                mode = 'val'
-        elif runner.mode == 'val':
-            mode = 'val'
-        else:
-            raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
-        return mode
+        _check_mode(runner)
+        # EvalHook writes its results while the runner is still in train mode; only the
+        # IterTimerHook adds 'time', so a train-mode record without it holds val results.
+        has_time = 'time' in runner.log_buffer.output
+        return 'train' if runner.mode == 'train' and has_time else 'val'
 
     def get_epoch(self, runner) -> int:
-        if runner.mode == 'train':
-            epoch = runner.epoch + 1
-        elif runner.mode == 'val':
-            # the train epoch before this val epoch has already counted itself
-            epoch = runner.epoch
-        else:
-            raise ValueError(f"runner mode should be 'train' or 'val', but got {runner.mode}")
-        return epoch
+        _check_mode(runner)
+        # Counting from 1: in train mode the epoch in progress; a val epoch comes after the
+        # train epoch, which has already moved runner.epoch on.
+        return runner.epoch + 1 if runner.mode == 'train' else runner.epoch
 
     def get_iter(self, runner, inner_iter: bool = False) -> int:
-        """The current training iteration, counted from 1."""
-        if self.by_epoch and inner_iter:
-            current_iter = runner.inner_iter + 1
-        else:
-            current_iter = runner.iter + 1
-        return current_iter
+        """The iteration counted from 1: within the epoch if asked (and ``by_epoch``), else the
+        global one."""
+        within_epoch = self.by_epoch and inner_iter
+        return (runner.inner_iter if within_epoch else runner.iter) + 1
 
     def get_lr_tags(self, runner) -> Dict[str, float]:
-        tags = {}
-        lrs = runner.current_lr()
-        if isinstance(lrs, dict):
-            for name, value in lrs.items():
-                tags[f'learning_rate/{name}'] = value[0]
-        else:
-            tags['learning_rate'] = lrs[0]
-        return tags
+        return _first_group('learning_rate', runner.current_lr())
 
     def get_momentum_tags(self, runner) -> Dict[str, float]:
-        tags = {}
-        momentums = runner.current_momentum()
-        if isinstance(momentums, dict):
-            for name, value in momentums.items():
-                tags[f'momentum/{name}'] = value[0]
-        else:
-            tags['momentum'] = momentums[0]
-        return tags
+        return _first_group('momentum', runner.current_momentum())
 
     def get_loggable_tags(self, runner, allow_scalar: bool = True, allow_text: bool = False,
                           add_mode: bool = True,
                           tags_to_skip: tuple = ('time', 'data_time')) -> Dict:
+        """The buffer's output as ``{tag: value}`` (keys prefixed with the mode if asked), then
+        the learning rates and momenta, which never get a prefix."""
+        prefix = f'{self.get_mode(runner)}/' if add_mode else ''
         tags = {}
-        for var, val in runner.log_buffer.output.items():
-            if var in tags_to_skip:
-                continue
-            if self.is_scalar(val) and not allow_scalar:
-                continue
-            if isinstance(val, str) and not allow_text:
-                continue
-            if add_mode:
-                var = f'{self.get_mode(runner)}/{var}'
-            tags[var] = val
-        tags.update(self.get_lr_tags(runner))
-        tags.update(self.get_momentum_tags(runner))
-        return tags
+        for key, value in runner.log_buffer.output.items():
+            unwanted = (key in tags_to_skip or (self.is_scalar(value) and not allow_scalar)
+                        or (isinstance(value, str) and not allow_text))
+            if not unwanted:
+                tags[prefix + key] = value
+        return {**tags, **self.get_lr_tags(runner), **self.get_momentum_tags(runner)}
 
-    def before_run(self, runner) -> None:
-        for hook in runner.hooks[::-1]:
-            if isinstance(hook, LoggerHook):
-                hook.reset_flag = True
-                break
+    # --- when to write ------------------------------------------------------------------------
 
-    def before_epoch(self, runner) -> None:
-        runner.log_buffer.clear()  # clear the logs of the last epoch
-
-    def after_train_iter(self, runner) -> None:
-        if self.by_epoch and self.every_n_inner_iters(runner, self.interval):
-            runner.log_buffer.average(self.interval)
-        elif not self.by_epoch and self.every_n_iters(runner, self.interval):
-            runner.log_buffer.average(self.interval)
-        elif self.end_of_epoch(runner) and not self.ignore_last:
-            # the last `interval` entries, though fewer are new: not precise but more stable
-            runner.log_buffer.average(self.interval)
-
-        if runner.log_buffer.ready:
-            self.log(runner)
-            if self.reset_flag:
-                runner.log_buffer.clear_output()
-
-    def after_train_epoch(self, runner) -> None:
-        if runner.log_buffer.ready:
-            self.log(runner)
-            if self.reset_flag:
-                runner.log_buffer.clear_output()
-
-    def after_val_epoch(self, runner) -> None:
-        runner.log_buffer.average()
+    def _write_and_reset(self, runner) -> None:
         self.log(runner)
         if self.reset_flag:
             runner.log_buffer.clear_output()
+
+    def before_run(self, runner) -> None:
+        loggers = [hook for hook in runner.hooks if isinstance(hook, LoggerHook)]
+        if loggers:
+            loggers[-1].reset_flag = True  # everyone before it has read the output by then
+
+    def before_epoch(self, runner) -> None:
+        runner.log_buffer.clear()  # the averages of one epoch never mix with the next
+
+    def after_train_iter(self, runner) -> None:
+        if self.by_epoch:
+            interval_done = self.every_n_inner_iters(runner, self.interval)
+        else:
+            interval_done = self.every_n_iters(runner, self.interval)
+        partial_tail = self.end_of_epoch(runner) and not self.ignore_last
+        if interval_done or partial_tail:
+            # A partial tail still averages the last `interval` values, some already logged:
+            # MMCV's choice, smoother than a mean of one or two iterations.
+            runner.log_buffer.average(self.interval)
+        if runner.log_buffer.ready:
+            self._write_and_reset(runner)
+
+    def after_train_epoch(self, runner) -> None:
+        if runner.log_buffer.ready:
+            self._write_and_reset(runner)
+
+    def after_val_epoch(self, runner) -> None:
+        runner.log_buffer.average()  # the whole val epoch in one record
+        self._write_and_reset(runner)

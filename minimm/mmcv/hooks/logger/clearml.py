@@ -1,11 +1,13 @@
-"""ClearMLLoggerHook, MMCV 1.7's: ``clearml`` in ``self.clearml`` (imported when the hook is
-built), the task ``Task.init(**init_kwargs)`` starts in ``self.task`` and its logger in
-``self.task_logger``; each tag is its own title and series, at ``iter + 1``. Left out:
-nothing."""
+"""ClearMLLoggerHook: MMCV 1.7's logger for ClearML.
+
+``clearml`` is imported when the hook is built, into ``self.clearml``. Before the run,
+``clearml.Task.init(**init_kwargs)`` starts ``self.task``, whose logger is ``self.task_logger``;
+each tag is then reported as a scalar of its own (title and series both the tag) at the global
+iteration counted from 1.
+"""
 from typing import Dict, Optional
 
 from ...dist_utils import master_only
-
 from ..hook import HOOKS
 from .base import LoggerHook
 
@@ -16,7 +18,8 @@ class ClearMLLoggerHook(LoggerHook):
 
     def __init__(self, init_kwargs: Optional[Dict] = None, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = False, by_epoch: bool = True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.import_clearml()
         self.init_kwargs = init_kwargs
 
@@ -30,12 +33,11 @@ class ClearMLLoggerHook(LoggerHook):
     @master_only
     def before_run(self, runner) -> None:
         super().before_run(runner)
-        task_kwargs = self.init_kwargs if self.init_kwargs else {}
-        self.task = self.clearml.Task.init(**task_kwargs)
+        self.task = self.clearml.Task.init(**(self.init_kwargs or {}))
         self.task_logger = self.task.get_logger()
 
     @master_only
     def log(self, runner) -> None:
-        tags = self.get_loggable_tags(runner)
-        for tag, val in tags.items():
-            self.task_logger.report_scalar(tag, tag, val, self.get_iter(runner))
+        step = self.get_iter(runner)
+        for tag, value in self.get_loggable_tags(runner).items():
+            self.task_logger.report_scalar(tag, tag, value, step)

@@ -1,8 +1,10 @@
-"""SegmindLoggerHook, MMCV 1.7's: the ``segmind`` package's MLflow-style tracking
-(``self.log_metrics`` through ``self.mlflow_log``, found when the hook is built), stepped by
-``runner.epoch``. Left out: nothing."""
-from ...dist_utils import master_only
+"""SegmindLoggerHook: MMCV 1.7's logger for Segmind.
 
+Segmind's tracking is MLflow-style: the hook keeps its ``log_metrics`` in ``self.log_metrics``
+and the wrapper that calls it, ``try_mlflow_log``, in ``self.mlflow_log`` (both found when the
+hook is built). The step is ``runner.epoch``.
+"""
+from ...dist_utils import master_only
 from ..hook import HOOKS
 from .base import LoggerHook
 
@@ -13,7 +15,8 @@ class SegmindLoggerHook(LoggerHook):
 
     def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
                  by_epoch=True):
-        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        super().__init__(interval=interval, ignore_last=ignore_last, reset_flag=reset_flag,
+                         by_epoch=by_epoch)
         self.import_segmind()
 
     def import_segmind(self) -> None:
@@ -26,6 +29,7 @@ class SegmindLoggerHook(LoggerHook):
 
     @master_only
     def log(self, runner) -> None:
-        tags = self.get_loggable_tags(runner)
-        if tags:
-            self.mlflow_log(self.log_metrics, tags, step=runner.epoch, epoch=runner.epoch)
+        metrics = self.get_loggable_tags(runner)
+        if metrics:
+            epoch = runner.epoch
+            self.mlflow_log(self.log_metrics, metrics, step=epoch, epoch=epoch)
