@@ -27,22 +27,19 @@ from .default_constructor import DefaultRunnerConstructor
 from .dist_utils import allreduce_grads, allreduce_params, get_dist_info, init_dist, master_only
 from .epoch_based_runner import EpochBasedRunner, Runner
 from .fp16_utils import LossScaler, auto_fp16, cast_tensor_type, force_fp32, wrap_fp16_model
-from .hooks import (HOOKS, CheckpointHook, ClearMLLoggerHook, ClosureHook, DistEvalHook,
-                    DistSamplerSeedHook, DvcliveLoggerHook, EMAHook, EmptyCacheHook, EvalHook,
-                    Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
-                    GradientCumulativeOptimizerHook, Hook, IterTimerHook, LoggerHook,
-                    MlflowLoggerHook, NeptuneLoggerHook, OptimizerHook, PaviLoggerHook,
-                    ProfilerHook, SegmindLoggerHook, SyncBuffersHook, TensorboardLoggerHook,
-                    TextLoggerHook, WandbLoggerHook)
-from .hooks.lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
-                               CyclicLrUpdaterHook, ExpLrUpdaterHook, FixedLrUpdaterHook,
-                               FlatCosineAnnealingLrUpdaterHook, InvLrUpdaterHook,
-                               LinearAnnealingLrUpdaterHook, LrUpdaterHook,
-                               OneCycleLrUpdaterHook, PolyLrUpdaterHook, StepLrUpdaterHook)
-from .hooks.momentum_updater import (CosineAnnealingMomentumUpdaterHook,
-                                     CyclicMomentumUpdaterHook,
-                                     LinearAnnealingMomentumUpdaterHook, MomentumUpdaterHook,
-                                     OneCycleMomentumUpdaterHook, StepMomentumUpdaterHook)
+from .hooks import (HOOKS, CheckpointHook, ClearMLLoggerHook, ClosureHook,
+                    CosineAnnealingLrUpdaterHook, CosineAnnealingMomentumUpdaterHook,
+                    CosineRestartLrUpdaterHook, CyclicLrUpdaterHook, CyclicMomentumUpdaterHook,
+                    DistEvalHook, DistSamplerSeedHook, DvcliveLoggerHook, EMAHook, EmptyCacheHook,
+                    EvalHook, ExpLrUpdaterHook, FixedLrUpdaterHook,
+                    FlatCosineAnnealingLrUpdaterHook, Fp16OptimizerHook,
+                    GradientCumulativeFp16OptimizerHook, GradientCumulativeOptimizerHook, Hook,
+                    InvLrUpdaterHook, IterTimerHook, LinearAnnealingLrUpdaterHook,
+                    LinearAnnealingMomentumUpdaterHook, LoggerHook, LrUpdaterHook, MlflowLoggerHook,
+                    MomentumUpdaterHook, NeptuneLoggerHook, OneCycleLrUpdaterHook,
+                    OneCycleMomentumUpdaterHook, OptimizerHook, PaviLoggerHook, PolyLrUpdaterHook,
+                    ProfilerHook, SegmindLoggerHook, StepLrUpdaterHook, StepMomentumUpdaterHook,
+                    SyncBuffersHook, TensorboardLoggerHook, TextLoggerHook, WandbLoggerHook)
 from .iter_based_runner import IterBasedRunner, IterLoader
 from .log_buffer import LogBuffer
 from .optimizer import (OPTIMIZER_BUILDERS, OPTIMIZERS, DefaultOptimizerConstructor,

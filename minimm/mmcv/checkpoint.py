@@ -93,8 +93,7 @@ def _weights_of(checkpoint):
 def _load_checkpoint_with_prefix(prefix, filename, map_location=None):
     """The weights under one part of a model (``'backbone'``), with that prefix taken off the keys:
     what loading a pretrained backbone into a new detector needs."""
-    if not prefix.endswith('.'):
-        prefix += '.'
+    prefix = prefix if prefix.endswith('.') else prefix + '.'  # 'backbone' means 'backbone.'
     weights = _weights_of(_load_checkpoint(filename, map_location=map_location))
     part = {key[len(prefix):]: value for key, value in weights.items() if key.startswith(prefix)}
     assert part, f'{prefix} is not in the pretrained model'
@@ -167,7 +166,7 @@ def save_checkpoint(model, filename, optimizer=None, meta=None, file_client_args
     model = _unwrap(model)
     meta.update(mmcv_version=MMCV_VERSION, time=time.asctime())
     if getattr(model, 'CLASSES', None) is not None:  # a detector's class names travel along
-        meta.update(CLASSES=model.CLASSES)
+        meta['CLASSES'] = model.CLASSES
     checkpoint = {'meta': meta, 'state_dict': weights_to_cpu(get_state_dict(model))}
     if isinstance(optimizer, Optimizer):
         checkpoint['optimizer'] = optimizer.state_dict()

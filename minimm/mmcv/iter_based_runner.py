@@ -34,10 +34,10 @@ class IterLoader:
 
     def _next_pass(self):
         self._epoch += 1
-        sampler = self._dataloader.sampler
-        if hasattr(sampler, 'set_epoch'):
-            sampler.set_epoch(self._epoch)
-        self.iter_loader = iter(self._dataloader)
+        loader = self._dataloader
+        if hasattr(loader.sampler, 'set_epoch'):  # a DistributedSampler reshuffles per epoch
+            loader.sampler.set_epoch(self._epoch)
+        self.iter_loader = iter(loader)
 
     def __next__(self):
         try:
@@ -56,15 +56,20 @@ class IterBasedRunner(BaseRunner):
     def _all_iters_done(self):
         return self.iter >= self._max_iters
 
+    def _take_batch(self, data_loader):
+        """The next batch; until the iteration ends, hooks find it and its loader on the runner
+        (``runner.data_batch``, ``runner.data_loader``)."""
+        self.data_loader = data_loader
+        self.data_batch = next(data_loader)
+        return self.data_batch
+
     def train(self, data_loader, **kwargs):
         """One train iteration on the next batch of ``data_loader`` (an ``IterLoader``)."""
         self.model.train()
         self.mode = 'train'
-        self.data_loader = data_loader
         # read before fetching: at a wrap, this iteration still counts in the old epoch
         self._epoch = data_loader.epoch
-        data_batch = next(data_loader)
-        self.data_batch = data_batch
+        data_batch = self._take_batch(data_loader)
         self.call_hook('before_train_iter')
         outputs = self.model.train_step(data_batch, self.optimizer, **kwargs)
         self._record_outputs(outputs, 'model.train_step()')
@@ -78,9 +83,7 @@ class IterBasedRunner(BaseRunner):
         """One val iteration; ``iter`` does not move."""
         self.model.eval()
         self.mode = 'val'
-        self.data_loader = data_loader
-        data_batch = next(data_loader)
-        self.data_batch = data_batch
+        data_batch = self._take_batch(data_loader)
         self.call_hook('before_val_iter')
         # no optimizer passed, unlike EpochBasedRunner; the log_vars share the train buffer, so
         # they join the next train log line's averages (both as in MMCV 1.7)
