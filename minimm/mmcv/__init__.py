@@ -11,8 +11,9 @@ Reading order, for a learner:
 2. ``base_runner.py``: the runner's state, ``register_hook``/``call_hook`` and
    ``register_training_hooks`` (which config key becomes which hook, at which priority);
 3. ``epoch_based_runner.py``: the loop that calls the stages (then ``iter_based_runner.py``);
-4. the hooks that do the training: ``hooks/optimizer.py`` (backward and step), ``hooks/lr_updater.py``,
-   ``hooks/iter_timer.py``, ``hooks/logger/text.py`` with ``log_buffer.py``, ``hooks/checkpoint.py``;
+4. the hooks that do the training: ``hooks/optimizer.py`` (backward and step),
+   ``hooks/updater.py`` with ``hooks/lr_updater.py`` (the schedules), ``hooks/iter_timer.py``,
+   ``hooks/logger/text.py`` with ``log_buffer.py``, ``hooks/checkpoint.py``;
 5. the bookkeeping beside them: ``registry.py`` and ``builder.py`` (configs to objects),
    ``checkpoint.py`` (the file format), ``optimizer/``, ``fp16_utils.py``, ``parallel/``.
 
