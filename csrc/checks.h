@@ -56,28 +56,60 @@ inline void check_pairs(const char* op, at::TensorList dst, at::TensorList src, 
   }
 }
 
-// Destinations written by one launch must not share memory: two of them in overlapping bytes
-// (a tensor listed twice, or two views of one tensor) would race. The memory span of a tensor is
-// [offset, offset + sum((size - 1) * stride)] in elements of its storage, scaled to bytes; spans
-// that intersect are an error even when the elements interleave (w[:, ::2] and w[:, 1::2]).
-inline void check_no_overlap(const char* op, at::TensorList dst) {
-  std::vector<std::tuple<const void*, int64_t, int64_t, size_t>> spans;  // storage, first, last byte, index
-  for (size_t i = 0; i < dst.size(); ++i) {
-    const at::Tensor& t = dst[i];
-    if (t.numel() == 0) continue;
-    int64_t last = t.storage_offset();
-    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-    const int64_t size = t.element_size();
-    spans.emplace_back(t.storage().unsafeGetStorageImpl(), t.storage_offset() * size, (last + 1) * size - 1, i);
-  }
+// Memory written by one call must not be touched by any other tensor of it: two destinations in
+// overlapping bytes (a tensor listed twice, two views of one tensor) would race, and so would a
+// destination overlapping another pair's source (one block reads what another writes; it also
+// breaks the kernels' __restrict__). A pair whose source is its destination, the same view, is
+// allowed (the update leaves it as it is). The memory span of a tensor is [offset, offset +
+// sum((size - 1) * stride)] in elements of its storage, scaled to bytes; spans that intersect are
+// an error even when the elements interleave (w[:, ::2] and w[:, 1::2]).
+struct Span {
+  const void* storage;
+  int64_t first, last;  // bytes
+  size_t index;
+  bool written;
+  bool operator<(const Span& o) const { return std::tie(storage, first) < std::tie(o.storage, o.first); }
+};
+
+inline Span span_of(const at::Tensor& t, size_t index, bool written) {
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const int64_t size = t.element_size();
+  return {t.storage().unsafeGetStorageImpl(), t.storage_offset() * size, (last + 1) * size - 1, index, written};
+}
+
+inline bool same_view(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_alias_of(b) && a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides() && a.scalar_type() == b.scalar_type();
+}
+
+inline void check_no_overlap(const char* op, at::TensorList dst, at::TensorList src = {}) {
+  std::vector<Span> spans;
+  for (size_t i = 0; i < dst.size(); ++i)
+    if (dst[i].numel() != 0) spans.push_back(span_of(dst[i], i, true));
+  for (size_t i = 0; i < src.size(); ++i)
+    if (src[i].numel() != 0 && !(i < dst.size() && same_view(dst[i], src[i]))) spans.push_back(span_of(src[i], i, false));
   std::sort(spans.begin(), spans.end());
-  for (size_t k = 1; k < spans.size(); ++k) {
-    const auto& [storage, first, last, i] = spans[k];
-    const auto& prev = spans[k - 1];
-    TORCH_CHECK_VALUE(std::get<0>(prev) != storage || std::get<2>(prev) < first, op, ": tensors ",
-                      std::min(std::get<3>(prev), i), " and ", std::max(std::get<3>(prev), i),
-                      " to be written share memory (the same tensor twice, or overlapping views); "
-                      "list each tensor once");
+  // One sweep in order of first byte: within a storage, the written and the read span reaching
+  // furthest so far; a span starting before one of them ends overlaps it.
+  const Span *written = nullptr, *read = nullptr;
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const Span& s = spans[k];
+    if (k > 0 && spans[k - 1].storage != s.storage) written = read = nullptr;
+    if (s.written && written && written->last >= s.first)
+      TORCH_CHECK_VALUE(false, op, ": tensors ", std::min(written->index, s.index), " and ",
+                        std::max(written->index, s.index), " to be written share memory (the same tensor twice, "
+                        "or overlapping views); list each tensor once");
+    const Span* other = s.written ? read : written;
+    if (other && other->last >= s.first) {
+      const Span& w = s.written ? s : *other;
+      const Span& r = s.written ? *other : s;
+      TORCH_CHECK_VALUE(false, op, ": destination ", w.index, " shares memory with source ", r.index,
+                        " (a tensor written by one pair and read by another, or overlapping views); the update "
+                        "would read values it is writing");
+    }
+    const Span*& furthest = s.written ? written : read;
+    if (!furthest || s.last > furthest->last) furthest = &s;
   }
 }
 

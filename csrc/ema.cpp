@@ -84,9 +84,10 @@ bool EMAPlan::moved() const {
 void EMAPlan::rebuild() {
   check_pairs("EMAPlan", ema, src, device, /*require_dense=*/true);
   check_pairs("EMAPlan (mirrored pairs)", mirror_ema, mirror_src, device, /*require_dense=*/true);
-  std::vector<at::Tensor> written = ema;
+  std::vector<at::Tensor> written = ema, read = src;
   written.insert(written.end(), mirror_ema.begin(), mirror_ema.end());
-  check_no_overlap("EMAPlan", written);
+  read.insert(read.end(), mirror_src.begin(), mirror_src.end());
+  check_no_overlap("EMAPlan", written, read);
   table = Table();
   add_rows(table, ema, src, /*mirrored=*/false);
   add_rows(table, mirror_ema, mirror_src, /*mirrored=*/true);
@@ -100,12 +101,6 @@ void EMAPlan::rebuild() {
     TORCH_WARN("EMAPlan: a tensor of this plan moved (param.data = ..., .to(), ...) after a step was captured in a "
                "CUDA graph; a replay of that graph keeps updating the memory it captured, so capture it again");
   table_captured = false;
-}
-
-void EMAPlan::keep_alive(const c10::Storage& storage) {
-  for (const c10::Storage& kept : captured_storages)
-    if (kept.is_alias_of(storage)) return;
-  captured_storages.push_back(storage);
 }
 
 namespace {
@@ -196,7 +191,7 @@ void ema_update_cpu(at::TensorList ema, at::TensorList src, const std::optional<
                     double weight) {
   if (ema.empty() && src.empty()) return;
   check_pairs("ema_update_", ema, src, at::Device(at::kCPU), /*require_dense=*/false);
-  check_no_overlap("ema_update_", ema);
+  check_no_overlap("ema_update_", ema, src);
   if (weight_tensor.has_value()) {
     const at::Tensor& w = *weight_tensor;
     TORCH_CHECK_VALUE(w.numel() == 1 && w.is_floating_point(), "ema_update_: the weight tensor must hold one "

@@ -124,7 +124,6 @@ struct EMAPlan : torch::CustomClassHolder {
   void rebuild();  // all input checks, then the rows and chunks
   bool refresh();  // rebuild() if moved(); returns whether it did
   void step(const at::Tensor& steps);
-  void keep_alive(const c10::Storage& storage);
 };
 
 // Set by ema_kernel.cu when the extension is built with CUDA; null in a CPU-only build.

@@ -1,14 +1,17 @@
-// The CUDA kernel of the EMA ops: one launch per call, whatever the number of tensors.
+// The CUDA kernels of the EMA ops: one launch per kind of pair present, whatever the number of
+// tensors (multi_tensor_apply.cuh), then for a plan step a one-thread launch that increments the
+// counter.
 //
 // CI compiles this file (tests/compile_cuda.sh); tests/gpu_check.sh is what runs it on a GPU.
 //
-// One kernel does all of a plan step: it reads the step counter (copy on call 0, average every
-// interval-th call, skip the others; the annealed or SWA weight from the counter), walks the
-// table's chunks (multi_tensor_apply.cuh) switching on each row's kernel number, averaging
-// floating pairs, copying integer pairs and mirrored buffers, and the last block to finish
-// increments the counter. So a step is one launch, never waits for the GPU, and can be captured
-// in a CUDA graph. Arithmetic uses the __*_rn intrinsics, which nvcc never contracts into fused
-// multiply-adds, so results equal the CPU kernels' bit for bit.
+// There is one kernel per (EMA dtype, source dtype) pair, 16 of them, and one for byte copies
+// (integer pairs, same-dtype mirrored buffers). Each reads the step counter itself (copy on call
+// 0, average every interval-th call, skip the others; the annealed or SWA weight from the counter)
+// and walks its segment of the table. The increment runs last, on the same stream, so every
+// launch of the step has read the counter before it changes: a step never waits for the GPU and
+// can be captured in a CUDA graph, and two steps in flight share no completion counter.
+// Arithmetic uses the __*_rn intrinsics, which nvcc never contracts into fused multiply-adds, so
+// results equal the CPU kernels' bit for bit.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -40,20 +43,24 @@ __device__ inline E update(E e, S s, acc_t<E> w, bool copy) {
 }
 
 // One chunk of a floating pair: all loads of the thread's vectors, then the math, then the stores.
+// A pair of two 16-bit dtypes holds 8 elements per vector and side; four vectors of each in flight
+// (64 values to convert) would exceed 64 registers, so such a pair keeps two in flight and takes
+// two rounds per chunk.
 template <typename E, typename S>
 __device__ inline void pair_chunk(const Row& row, const Chunk& chunk, acc_t<E> w, bool copy) {
   constexpr int N = vector_width<E, S>();
+  constexpr int V = sizeof(E) == 2 && sizeof(S) == 2 ? kVectorsPerThread / 2 : kVectorsPerThread;
   E* __restrict__ ema = static_cast<E*>(row.dst) + chunk.first;
   const S* __restrict__ src = static_cast<const S*>(row.src) + chunk.first;
   const int n = chunk.n;
   int scalar_from = 0;
   if (vector_aligned<E, N>(ema) && vector_aligned<S, N>(src)) {
     const int vectors = n / N;
-    for (int base = threadIdx.x; base < vectors; base += kThreads * kVectorsPerThread) {
-      Vec<E, N> ev[kVectorsPerThread];
-      Vec<S, N> sv[kVectorsPerThread];
+    for (int base = threadIdx.x; base < vectors; base += kThreads * V) {
+      Vec<E, N> ev[V];
+      Vec<S, N> sv[V];
 #pragma unroll
-      for (int k = 0; k < kVectorsPerThread; ++k) {
+      for (int k = 0; k < V; ++k) {
         const int v = base + k * kThreads;
         if (v < vectors) {
           if (!copy) ev[k] = reinterpret_cast<const Vec<E, N>*>(ema)[v];
@@ -61,7 +68,7 @@ __device__ inline void pair_chunk(const Row& row, const Chunk& chunk, acc_t<E> w
         }
       }
 #pragma unroll
-      for (int k = 0; k < kVectorsPerThread; ++k) {
+      for (int k = 0; k < V; ++k) {
         const int v = base + k * kThreads;
         if (v < vectors) {
 #pragma unroll
@@ -78,52 +85,84 @@ __device__ inline void pair_chunk(const Row& row, const Chunk& chunk, acc_t<E> w
 template <int I>
 using Float = std::tuple_element_t<I, std::tuple<float, double, at::Half, at::BFloat16>>;
 
-// Row.kernel numbers (ema.h): 0-15 average, 16-31 cast, 32 byte copy; `action` is the call's.
-template <int K = 0>
-__device__ inline void run_chunk(int kernel, const Row& row, const Chunk& chunk, int action, double weight) {
-  if constexpr (K <= kByteCopy) {
-    if (kernel != K) return run_chunk<K + 1>(kernel, row, chunk, action, weight);
-    if constexpr (K == kByteCopy) {
+// What a launch needs besides its segment: the table, the rule and the counter (null for a list
+// call, whose rule is kFixed).
+struct Launch {
+  const unsigned char* table;
+  int32_t rows;
+  WeightSource rule;
+  const int64_t* steps;
+};
+
+// Thread 0 decides the call's action and weight from the counter; every thread reads them.
+__device__ inline void read_step(const Launch& l, int& action, double& weight) {
+  if (threadIdx.x == 0) {
+    const int64_t count = l.steps ? *l.steps : 0;
+    action = step_action(l.rule, count);
+    weight = action == kAverage ? step_weight(l.rule, count) : 0.0;
+  }
+  __syncthreads();
+}
+
+// Launch kinds: 4 * e + s for the floating pair (e, s: 0 float, 1 double, 2 half, 3 bfloat16),
+// whether averaged or cast, and kBytes for byte rows.
+constexpr int32_t kBytes = 16, kKinds = 17;
+
+// The rows of one kind. A floating pair's rows are averaged (Mode kDecide) or cast-copied
+// (kCopyAlways); byte rows are integer pairs (copied unless the call skips) or same-dtype mirrored
+// pairs (always copied).
+template <int K>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) ema_kernel(Launch l, int64_t first, int64_t count) {
+  __shared__ int action;
+  __shared__ double weight;
+  read_step(l, action, weight);
+  const Row* row_of = table_rows(l.table);
+  const Chunk* chunk_of = table_chunks(l.table, l.rows) + first;
+  for (int64_t c = blockIdx.x; c < count; c += gridDim.x) {
+    const Chunk chunk = chunk_of[c];
+    const Row row = row_of[chunk.row];
+    if constexpr (K == kBytes) {
       if (row.mode == kCopyAlways || action != kSkip)
         copy_bytes(static_cast<char*>(row.dst) + chunk.first, static_cast<const char*>(row.src) + chunk.first,
                    chunk.n);
     } else {
-      using E = Float<(K % 16) / 4>;
-      using S = Float<K % 4>;
-      const bool copy = K >= kCast0 || action == kCopy;
-      if (K < kCast0 && action == kSkip) return;
-      pair_chunk<E, S>(row, chunk, copy ? acc_t<E>(0) : static_cast<acc_t<E>>(weight), copy);
+      using E = Float<K / 4>;
+      const bool copy = row.mode == kCopyAlways || action == kCopy;
+      if (!copy && action == kSkip) continue;
+      pair_chunk<E, Float<K % 4>>(row, chunk, copy ? acc_t<E>(0) : static_cast<acc_t<E>>(weight), copy);
     }
   }
 }
 
-// `steps` null: a list call (the rule is kFixed, nothing to count).
-__global__ void __launch_bounds__(kThreads)
-    ema_kernel(unsigned char* __restrict__ table, int32_t rows, int64_t chunks, WeightSource w, int64_t* steps) {
-  __shared__ int action;
-  __shared__ double weight;
-  if (threadIdx.x == 0) {
-    const int64_t count = steps ? *steps : 0;
-    action = step_action(w, count);
-    weight = action == kAverage ? step_weight(w, count) : 0.0;
-  }
-  __syncthreads();
-  const Row* row_of = table_rows(table);
-  const Chunk* chunk_of = table_chunks(table, rows);
-  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
-    const Chunk chunk = chunk_of[c];
-    const Row row = row_of[chunk.row];
-    // Mirrored floating pairs of different dtypes carry a cast kernel and are always copied.
-    run_chunk(row.kernel, row, chunk, row.mode == kCopyAlways ? kCopy : action, weight);
-  }
-  if (steps) last_block_increments(table, steps);
+__global__ void increment_kernel(int64_t* steps) { *steps += 1; }
+
+inline int32_t kind_of(const Row& row) {
+  if (row.kernel == kByteCopy) return kBytes;
+  return row.kernel >= kCast0 ? row.kernel - kCast0 : row.kernel - kAverage0;
 }
 
-void launch(Table& table, const WeightSource& w, int64_t* steps, cudaStream_t stream) {
-  ema_kernel<<<grid_for(table), kThreads, 0, stream>>>(table.device.data_ptr<unsigned char>(),
-                                                       static_cast<int32_t>(table.rows.size()),
-                                                       static_cast<int64_t>(table.chunks.size()), w, steps);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+// The launch of kind `kind`, found by recursion over the kinds at compile time.
+template <int K = 0>
+void launch_kind(int32_t kind, const Launch& l, const Segment& s, cudaStream_t stream) {
+  if constexpr (K < kKinds) {
+    if (kind != K) return launch_kind<K + 1>(kind, l, s, stream);
+    ema_kernel<K><<<s.blocks, kThreads, 0, stream>>>(l, s.first, s.count);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+void prepare(Table& table, const at::Device& device, const char* capture_error) {
+  group_by_kind(table, kKinds, kind_of);
+  upload(table, device, capture_error);
+}
+
+void launch(const Table& table, const WeightSource& w, int64_t* steps, cudaStream_t stream) {
+  const Launch l{table.device.const_data_ptr<unsigned char>(), static_cast<int32_t>(table.rows.size()), w, steps};
+  for (const Segment& segment : table.segments) launch_kind(segment.kind, l, segment, stream);
+  if (steps) {
+    increment_kernel<<<1, 1, 0, stream>>>(steps);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 }
 
 void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional<at::Tensor>& weight_tensor,
@@ -131,7 +170,7 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
   if (ema.empty() && src.empty()) return;
   const at::Device device = (ema.empty() ? src : ema)[0].device();
   check_pairs("ema_update_", ema, src, device, /*require_dense=*/false);
-  check_no_overlap("ema_update_", ema);
+  check_no_overlap("ema_update_", ema, src);
   at::Tensor device_weight;  // kept alive until the kernel is queued
   if (weight_tensor.has_value()) {
     const at::Tensor& w = *weight_tensor;
@@ -143,13 +182,14 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
     else device_weight = w.to(at::kDouble);
   }
   const c10::cuda::CUDAGuard guard(device);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const Staged staged = stage(ema, src);
   Table table;
   add_rows(table, staged.dst, staged.src, /*mirrored=*/false);
-  upload(table, device, stream_is_capturing(stream), "ema_update_");
+  if (table.chunks.empty()) return;
+  prepare(table, device, "ema_update_ cannot be captured in a CUDA graph: every call copies its table of tensors "
+          "to the GPU. Capture the step of an EMAPlan (minimm.ops.EMAPlan) instead, which uploads its table once");
   const WeightSource w{kFixed, weight, 0.0, 1, device_weight.defined() ? device_weight.const_data_ptr<double>() : nullptr};
-  launch(table, w, nullptr, stream);
+  launch(table, w, nullptr, c10::cuda::getCurrentCUDAStream());
   staged.finish(ema);
 }
 
@@ -159,17 +199,19 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
 // after a capture warns that the graph must be captured again (EMAPlan::rebuild).
 void plan_step_cuda(EMAPlan& plan, const at::Tensor& steps) {
   const c10::cuda::CUDAGuard guard(plan.device);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const bool capturing = stream_is_capturing(stream);
-  if (!plan.table.device.defined()) upload(plan.table, plan.device, capturing, "EMAPlan.step");
-  if (capturing) {
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  if (!plan.table.device.defined())
+    prepare(plan.table, plan.device, "EMAPlan.step: the first step (and the first after a tensor moved) copies the "
+            "plan's table to the GPU and cannot be captured in a CUDA graph; run one step before capturing");
+  use_on(plan.table, stream);
+  if (stream_is_capturing(stream)) {
     if (!plan.table_captured) {
       plan.captured_storages.insert(plan.captured_storages.end(), plan.table_storages.begin(),
                                     plan.table_storages.end());
-      plan.captured_storages.push_back(plan.table.device.storage());
+      keep_alive(plan.captured_storages, plan.table.device.storage());
       plan.table_captured = true;
     }
-    plan.keep_alive(steps.storage());
+    keep_alive(plan.captured_storages, steps.storage());
   }
   launch(plan.table, plan.rule, steps.data_ptr<int64_t>(), stream);
 }

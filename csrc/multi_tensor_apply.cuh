@@ -1,14 +1,17 @@
-// Multi-tensor apply, the part every CUDA kernel of minimm shares: one launch for any number of
-// tensors. Included by ema_kernel.cu and pack_kernel.cu only.
+// Multi-tensor apply, the part every CUDA kernel of minimm shares: a few launches for any number
+// of tensors. Included by ema_kernel.cu and pack_kernel.cu only.
 //
-// The host builds a Table (table.h: one row per tensor, chunks of 16 KB) and copies it once into
-// device memory behind a completion counter: [counter, 16 bytes][rows][chunks]. A launch passes
-// that one pointer, so the table has no size limit and a plan's step copies nothing. The grid
-// is sized to fill the GPU (enough blocks for every SM, no more than there are chunks), and
-// block b takes chunks b, b + gridDim.x, ...: 2,000 small tensors and one 100 MB tensor each take
-// one launch. In a chunk, thread k loads vectors k, k + 256, k + 512, k + 768 of both sides
-// before it computes any of them (16 bytes each, of the wider dtype of a pair), then stores them.
-// A chunk whose start is not aligned for such vectors on both sides runs element by element.
+// The host builds a Table (table.h: one row per tensor, chunks of 16 KB), groups its chunks by
+// kind of row (a dtype pair, a byte copy...) and copies it once into device memory: [rows][chunks].
+// Each kind present gets one launch of a kernel compiled for that kind alone, passed the table's
+// pointer and its segment of chunks: a kernel for one kind needs few registers (<= 64, checked by
+// tests/compile_cuda.sh), so that four or more blocks fit on an SM. A model's parameters are
+// usually one or two kinds (fp32, or an fp32 EMA of bf16 weights and int64 counters), so one or
+// two launches. The grid fills the GPU (enough blocks for every SM, never more than the segment's
+// chunks), and block b takes chunks b, b + gridDim.x, ... of its segment. In a chunk, thread k
+// loads vectors k, k + 256, k + 512, k + 768 of both sides before it computes any of them (16
+// bytes each, of the wider dtype of a pair), then stores them. A chunk whose start is not aligned
+// for such vectors on both sides runs element by element.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -25,7 +28,9 @@ namespace minimm {
 
 constexpr int kThreads = 256;
 constexpr int kVectorsPerThread = 4;
-constexpr int64_t kHeaderBytes = 16;  // the completion counter, padded to 16 bytes
+// __launch_bounds__'s second argument: at least 4 blocks of 256 threads per SM, so at most
+// 65536 / 1024 = 64 registers per thread.
+constexpr int kMinBlocks = 4;
 static_assert(kThreads * kVectorsPerThread * 16 == kChunkBytes, "a chunk is one block's vectors, 16 bytes each");
 static_assert(sizeof(Row) % 16 == 0 && sizeof(Chunk) == 16, "rows and chunks keep 16-byte alignment");
 
@@ -45,27 +50,10 @@ __device__ inline bool vector_aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * N) == 0;
 }
 
-__device__ inline const Row* table_rows(const unsigned char* table) {
-  return reinterpret_cast<const Row*>(table + kHeaderBytes);
-}
+__device__ inline const Row* table_rows(const unsigned char* table) { return reinterpret_cast<const Row*>(table); }
 
 __device__ inline const Chunk* table_chunks(const unsigned char* table, int32_t rows) {
-  return reinterpret_cast<const Chunk*>(table + kHeaderBytes + rows * static_cast<int64_t>(sizeof(Row)));
-}
-
-// Called by every thread of every block at the end of a launch that owns a counter: the last
-// block to finish increments *steps (every block read it before it finished) and resets the
-// completion counter for the next launch or graph replay.
-__device__ inline void last_block_increments(unsigned char* table, int64_t* steps) {
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  __threadfence();
-  unsigned int* done = reinterpret_cast<unsigned int*>(table);
-  if (atomicAdd(done, 1u) == gridDim.x - 1) {
-    *steps += 1;
-    *done = 0;
-    __threadfence();
-  }
+  return reinterpret_cast<const Chunk*>(table + rows * static_cast<int64_t>(sizeof(Row)));
 }
 
 // Copies n bytes in words of W bytes (both pointers aligned to W), then the tail bytes.
@@ -96,37 +84,43 @@ __device__ inline void copy_bytes(char* dst, const char* src, int n) {
   else copy_words<char>(dst, src, n);
 }
 
-// Host side: copy `table` into device memory (once per build) through pinned memory, on the
-// current stream and without waiting for it. Not allowed while the stream is being captured: the
-// graph would keep reading the pinned buffer, which is reused once the copy has run.
-inline void upload(Table& table, const at::Device& device, bool capturing, const char* op) {
-  TORCH_CHECK(!capturing, op, ": the first call (or the first after a tensor moved) copies its table to the GPU "
-              "and cannot be captured in a CUDA graph; call it once before capturing");
-  const int64_t row_bytes = table.rows.size() * sizeof(Row), chunk_bytes = table.chunks.size() * sizeof(Chunk);
-  at::Tensor host = at::empty({kHeaderBytes + row_bytes + chunk_bytes},
-                              at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  unsigned char* p = host.data_ptr<unsigned char>();
-  std::memset(p, 0, kHeaderBytes);
-  if (row_bytes) std::memcpy(p + kHeaderBytes, table.rows.data(), row_bytes);
-  if (chunk_bytes) std::memcpy(p + kHeaderBytes + row_bytes, table.chunks.data(), chunk_bytes);
-  table.device = at::empty({host.numel()}, at::TensorOptions().dtype(at::kByte).device(device));
-  table.device.copy_(host, /*non_blocking=*/true);
-}
-
 inline bool stream_is_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
   return status != cudaStreamCaptureStatusNone;
 }
 
-// Enough blocks to fill every SM (2,048 resident threads each), and never more than the chunks;
-// at least one, so that a launch with a counter but no chunks still increments it.
-inline unsigned int grid_for(const Table& table) {
-  int device = 0, sms = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+// Host side: copy `table` (its chunks grouped into segments already) into device memory, once per
+// build, through pinned memory, on the current stream and without waiting for it; and size each
+// segment's grid from the SM count (read here, not at every launch). Refused while the stream is
+// being captured, with `capture_error`: the graph would keep reading the pinned buffer, which is
+// reused once the copy has run.
+inline void upload(Table& table, const at::Device& device, const char* capture_error) {
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
+  TORCH_CHECK(!stream_is_capturing(stream), capture_error);
+  const int64_t row_bytes = table.rows.size() * sizeof(Row), chunk_bytes = table.chunks.size() * sizeof(Chunk);
+  at::Tensor host = at::empty({row_bytes + chunk_bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  unsigned char* p = host.data_ptr<unsigned char>();
+  if (row_bytes) std::memcpy(p, table.rows.data(), row_bytes);
+  if (chunk_bytes) std::memcpy(p + row_bytes, table.chunks.data(), chunk_bytes);
+  table.device = at::empty({host.numel()}, at::TensorOptions().dtype(at::kByte).device(device));
+  table.device.copy_(host, /*non_blocking=*/true);
+  table.streams = {stream};
+  int sms = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index()));
   const int64_t fill = static_cast<int64_t>(sms) * (2048 / kThreads);
-  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(fill, table.chunks.size())));
+  for (Segment& segment : table.segments)
+    segment.blocks = static_cast<unsigned int>(std::max<int64_t>(1, std::min(fill, segment.count)));
+}
+
+// Before a launch that reads `table` on `stream`: a table uploaded on another stream (a step on a
+// side stream, then one on the default stream) is recorded as in use there too, so that a rebuild
+// freeing it cannot hand its memory to the upload stream while this stream's launch is queued.
+inline void use_on(Table& table, const c10::cuda::CUDAStream& stream) {
+  for (const c10::Stream& used : table.streams)
+    if (used == stream.unwrap()) return;
+  table.device.record_stream(stream.unwrap());
+  table.streams.push_back(stream.unwrap());
 }
 
 }  // namespace minimm

@@ -14,7 +14,7 @@
 
 namespace minimm {
 
-void (*cuda_pack_run)(Table& table, const at::Device& device, double scale) = nullptr;
+bool (*cuda_pack_run)(Table& table, const at::Device& device, double scale, const char* capture_error) = nullptr;
 
 PackLayout pack_layout(at::TensorList tensors) {
   PackLayout layout;
@@ -50,7 +50,8 @@ int32_t scale_index(at::ScalarType type) {
       at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf, at::kFloat, at::kDouble, at::kBFloat16};
   for (int32_t i = 0; i < kScaleTypes; ++i)
     if (kTypes[i] == type) return i;
-  TORCH_CHECK_VALUE(false, "unpack_: ", type, " tensors cannot be scaled");
+  TORCH_CHECK_VALUE(false, "unpack_: ", type, " tensors cannot be scaled; only uint8, int8, int16, int32, int64, "
+                    "float16, float32, float64, bfloat16 can");
 }
 
 Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout& layout, bool to_flat,
@@ -131,10 +132,18 @@ void run_cpu(const Table& table, double scale) {
   else at::parallel_for(0, static_cast<int64_t>(table.chunks.size()), 1, run);
 }
 
-void run(Table& table, const at::Device& device, double scale) {
-  if (device.is_cpu()) return run_cpu(table, scale);
+constexpr const char* kListCaptureError =
+    "pack and unpack_ cannot be captured in a CUDA graph: every call copies its table of tensors to the GPU. "
+    "Capture the pack() and unpack_() of a PackPlan (minimm.ops.PackPlan) instead, which uploads its tables once";
+
+// Returns whether the run was captured in a CUDA graph.
+bool run(Table& table, const at::Device& device, double scale, const char* capture_error = kListCaptureError) {
+  if (device.is_cpu()) {
+    run_cpu(table, scale);
+    return false;
+  }
   TORCH_CHECK(device.is_cuda() && cuda_pack_run != nullptr, "pack: this build has no kernels for ", device);
-  cuda_pack_run(table, device, scale);
+  return cuda_pack_run(table, device, scale, capture_error);
 }
 
 }  // namespace
@@ -150,29 +159,51 @@ PackPlan::PackPlan(std::vector<at::Tensor> tensors_) : tensors(std::move(tensors
   rebuild();
 }
 
+TensorPlace flat_place_of(const c10::TensorImpl* impl) {
+  return {impl->unsafe_storage().unsafeGetStorageImpl(), impl->storage_offset(), impl->numel(), impl->dtype(),
+          static_cast<uint64_t>(impl->is_contiguous())};
+}
+
 void PackPlan::rebuild() {
   check_list("PackPlan", tensors, device, /*require_contiguous=*/true);
   check_flats("PackPlan", flats, pack_layout(tensors), device);
   check_no_overlap("PackPlan", tensors);
   pack_table = flat_table(flats, tensors, layout, /*to_flat=*/true, /*zero_padding=*/false, 1.0);
-  unpack_table = flat_table(flats, tensors, layout, /*to_flat=*/false, false, unpack_scale);
+  unpack_table = flat_table(flats, tensors, layout, /*to_flat=*/false, false, 1.0);
+  has_scaled = false;
   seen.clear();
-  for (const c10::TensorImpl* impl : watched) seen.push_back(place_of(impl));
+  table_storages.clear();
+  for (const c10::TensorImpl* impl : watched) {
+    seen.push_back(flat_place_of(impl));
+    table_storages.push_back(impl->storage());
+  }
+  if (table_captured)
+    TORCH_WARN("PackPlan: a tensor of this plan moved after a pack or unpack_ was captured in a CUDA graph; a replay "
+               "of that graph keeps using the memory it captured, so capture it again");
+  table_captured = false;
 }
 
 void PackPlan::run(bool unpack, double scale) {
   for (size_t i = 0; i < watched.size(); ++i) {
-    if (!(place_of(watched[i]) == seen[i])) {
+    if (!(flat_place_of(watched[i]) == seen[i])) {
       rebuild();
       break;
     }
   }
-  if (!unpack) return minimm::run(pack_table, device, 1.0);
-  if (scale != unpack_scale) {
-    unpack_table = flat_table(flats, tensors, layout, /*to_flat=*/false, false, scale);
-    unpack_scale = scale;
+  if (unpack && scale != 1.0 && !has_scaled) {
+    scaled_table = flat_table(flats, tensors, layout, /*to_flat=*/false, false, scale);
+    has_scaled = true;
   }
-  minimm::run(unpack_table, device, scale);
+  Table& table = !unpack ? pack_table : scale == 1.0 ? unpack_table : scaled_table;
+  const bool captured = minimm::run(table, device, scale,
+                                    "PackPlan: the first pack() or unpack_() (and the first after a tensor moved, or "
+                                    "the first unpack_ with a scale other than 1) copies a table to the GPU and "
+                                    "cannot be captured in a CUDA graph; run it once before capturing");
+  if (captured && !table_captured) {  // once per build: keep all three tables' memory
+    captured_storages.insert(captured_storages.end(), table_storages.begin(), table_storages.end());
+    table_captured = true;
+  }
+  if (captured) keep_alive(captured_storages, table.device.storage());
 }
 
 namespace {

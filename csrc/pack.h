@@ -37,22 +37,30 @@ Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout&
                  bool zero_padding, double scale);
 
 // The persistent pack plan: the tensors and their own flat buffers (one per dtype, zeroed once),
-// reused by every pack/unpack, which is what a repeated all-reduce of the same buffers wants. The
-// tables are rebuilt when a tensor moved (the same check as EMAPlan) and the unpack table also
-// when the scale changes.
+// reused by every pack/unpack, which is what a repeated all-reduce of the same buffers wants.
+// Three tables: pack, unpack (byte copies) and, built at the first unpack with a scale other than
+// 1, scaled unpack (the scale is a kernel argument, so a new scale rebuilds nothing). Each run
+// looks at where every tensor and flat buffer is (storage, offset, numel, dtype, contiguity: the
+// cheap part of EMAPlan's check, all that a byte range depends on) and rebuilds when one moved.
+// CUDA graphs: as EMAPlan, a captured run keeps the memory its table points into alive.
 struct PackPlan : torch::CustomClassHolder {
   std::vector<at::Tensor> tensors, flats;
   PackLayout layout;
   at::Device device{at::kCPU};
   std::vector<const c10::TensorImpl*> watched;
   std::vector<TensorPlace> seen;
-  Table pack_table, unpack_table;
-  double unpack_scale = 1.0;
+  Table pack_table, unpack_table, scaled_table;
+  bool has_scaled = false;
+  std::vector<c10::Storage> table_storages, captured_storages;
+  bool table_captured = false;
 
   explicit PackPlan(std::vector<at::Tensor> tensors);
   void rebuild();
   void run(bool unpack, double scale);
 };
+
+// The cheap place of a contiguous tensor (PackPlan): TensorPlace with `layout` its contiguity.
+TensorPlace flat_place_of(const c10::TensorImpl* impl);
 
 // The list ops, registered for the CPU (pack.cpp) and CUDA (pack_kernel.cu) keys: the table is the
 // same, and the run picks the device's kernels. The dispatcher sends a call to the CUDA key when
@@ -61,7 +69,9 @@ struct PackPlan : torch::CustomClassHolder {
 std::vector<at::Tensor> pack_any(at::TensorList tensors);
 void unpack_any(at::TensorList flats, at::TensorList tensors, double scale);
 
-// Set by pack_kernel.cu when the extension is built with CUDA; null in a CPU-only build.
-extern void (*cuda_pack_run)(Table& table, const at::Device& device, double scale);
+// Set by pack_kernel.cu when the extension is built with CUDA; null in a CPU-only build. Uploads
+// the table on its first run (refused with `capture_error` during a capture); returns whether the
+// run was captured in a CUDA graph.
+extern bool (*cuda_pack_run)(Table& table, const at::Device& device, double scale, const char* capture_error);
 
 }  // namespace minimm

@@ -1,7 +1,8 @@
-// The CUDA kernel of the pack ops: one launch per pack or unpack, whatever the number of tensors
-// (multi_tensor_apply.cuh). Rows copy bytes at the widest width both addresses allow, zero the
-// padding of a fresh flat tensor, or multiply by the unpack's scale (integers rounded to nearest,
-// ties to even, as the CPU kernels and the PyTorch twins do).
+// The CUDA kernels of the pack ops: one launch per kind of row present, whatever the number of
+// tensors (multi_tensor_apply.cuh); a pack or an unscaled unpack is one launch of byte copies.
+// Rows copy bytes at the widest width both addresses allow, zero the padding of a fresh flat
+// tensor, or multiply by the unpack's scale (integers rounded to nearest, ties to even, as the CPU
+// kernels and the PyTorch twins do); the scale is a kernel argument, not part of the table.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -43,10 +44,15 @@ template <int I>
 using Scaled = std::tuple_element_t<I, std::tuple<uint8_t, int8_t, int16_t, int32_t, int64_t, at::Half, float, double,
                                                   at::BFloat16>>;
 
-template <int K = 0>
-__device__ inline void run_chunk(int kernel, const Row& row, const Chunk& chunk, double scale) {
-  if constexpr (K < kScale0 + kScaleTypes) {
-    if (kernel != K) return run_chunk<K + 1>(kernel, row, chunk, scale);
+// One kernel per Row.kernel number (pack.h): byte copy, zeroing, or scaling one dtype.
+template <int K>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    pack_kernel(const unsigned char* __restrict__ table, int32_t rows, int64_t first, int64_t count, double scale) {
+  const Row* row_of = table_rows(table);
+  const Chunk* chunk_of = table_chunks(table, rows) + first;
+  for (int64_t c = blockIdx.x; c < count; c += gridDim.x) {
+    const Chunk chunk = chunk_of[c];
+    const Row row = row_of[chunk.row];
     char* dst = static_cast<char*>(row.dst) + chunk.first;
     if constexpr (K == kPackBytes) copy_bytes(dst, static_cast<const char*>(row.src) + chunk.first, chunk.n);
     else if constexpr (K == kZeroBytes) zero_bytes(dst, chunk.n);
@@ -54,26 +60,30 @@ __device__ inline void run_chunk(int kernel, const Row& row, const Chunk& chunk,
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    pack_kernel(const unsigned char* __restrict__ table, int32_t rows, int64_t chunks, double scale) {
-  const Row* row_of = table_rows(table);
-  const Chunk* chunk_of = table_chunks(table, rows);
-  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
-    const Chunk chunk = chunk_of[c];
-    const Row row = row_of[chunk.row];
-    run_chunk(row.kernel, row, chunk, scale);
+constexpr int32_t kKinds = kScale0 + kScaleTypes;
+
+// The launch of kernel `kind`, found by recursion over the kinds at compile time.
+template <int K = 0>
+void launch_kind(int32_t kind, const Table& table, const Segment& s, double scale, cudaStream_t stream) {
+  if constexpr (K < kKinds) {
+    if (kind != K) return launch_kind<K + 1>(kind, table, s, scale, stream);
+    pack_kernel<K><<<s.blocks, kThreads, 0, stream>>>(table.device.const_data_ptr<unsigned char>(),
+                                                      static_cast<int32_t>(table.rows.size()), s.first, s.count, scale);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
 
-void pack_run_cuda(Table& table, const at::Device& device, double scale) {
-  if (table.chunks.empty()) return;
+bool pack_run_cuda(Table& table, const at::Device& device, double scale, const char* capture_error) {
+  if (table.chunks.empty()) return false;
   const c10::cuda::CUDAGuard guard(device);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  if (!table.device.defined()) upload(table, device, stream_is_capturing(stream), "pack");
-  pack_kernel<<<grid_for(table), kThreads, 0, stream>>>(table.device.const_data_ptr<unsigned char>(),
-                                                        static_cast<int32_t>(table.rows.size()),
-                                                        static_cast<int64_t>(table.chunks.size()), scale);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  if (!table.device.defined()) {
+    group_by_kind(table, kKinds, [](const Row& row) { return row.kernel; });
+    upload(table, device, capture_error);
+  }
+  use_on(table, stream);
+  for (const Segment& segment : table.segments) launch_kind(segment.kind, table, segment, scale, stream);
+  return stream_is_capturing(stream);
 }
 
 const bool registered = (cuda_pack_run = &pack_run_cuda, true);

@@ -1,11 +1,12 @@
 // The table every kernel of minimm walks, on the CPU and on the GPU alike: one row per tensor
 // (where to write, where to read, how many elements, what to do) and a list of chunks, each a
-// piece of one row. The CPU runs one at::parallel_for over the chunks; the CUDA kernel maps its
+// piece of one row. The CPU runs one at::parallel_for over the chunks; the CUDA kernels map their
 // blocks onto them (multi_tensor_apply.cuh). Both devices use the same chunking, so the CPU
 // tests exercise the index math the GPU relies on.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/core/Stream.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -32,7 +33,7 @@ struct Row {
   void* dst;
   const void* src;
   int64_t numel;
-  int32_t kernel;  // CUDA: which element loop (ema_kernel.cu / pack_kernel.cu); CPU: unused
+  int32_t kernel;  // which element loop (ema.h, pack.h numbers); on a GPU also which kernel runs it
   int32_t mode;    // Mode
 };
 
@@ -42,14 +43,49 @@ struct Chunk {
   int32_t n;      // elements
 };
 
-// What one call runs: the rows, their chunks, and on a GPU both copied once into device memory
-// (behind a completion counter, see multi_tensor_apply.cuh), so that a launch passes one pointer.
+// On a GPU, one launch per kind of row present (a dtype pair, a byte copy...): each kernel is
+// compiled for one kind only, which keeps it small (registers, occupancy). upload() reorders the
+// chunks so that those of one kind sit together and lists them here.
+struct Segment {
+  int32_t kind;
+  int64_t first, count;   // chunks [first, first + count) of the table
+  unsigned int blocks;    // grid size: enough to fill the GPU, no more than `count`
+};
+
+// What one call runs: the rows, their chunks, and on a GPU both copied once into device memory,
+// so that a launch passes one pointer.
 struct Table {
   std::vector<Row> rows;
   std::vector<Chunk> chunks;
-  int64_t units = 0;  // elements (bytes for byte rows) of all rows
-  at::Tensor device;  // undefined until the first CUDA run after a build
+  int64_t units = 0;                 // elements (bytes for byte rows) of all rows
+  std::vector<Segment> segments;     // GPU only, set by upload()
+  at::Tensor device;                 // undefined until the first CUDA run after a build
+  std::vector<c10::Stream> streams;  // GPU only: the streams `device` is used on (see use_on())
 };
+
+// Reorders the chunks so that each kind's are contiguous, in row order (a counting sort over at
+// most `kinds` kinds), and lists one segment per kind present. `kind_of` maps a Row to its kind.
+template <typename KindOf>
+void group_by_kind(Table& table, int32_t kinds, KindOf kind_of) {
+  std::vector<int64_t> start(kinds + 1, 0);
+  for (const Chunk& c : table.chunks) ++start[kind_of(table.rows[c.row]) + 1];
+  for (int32_t k = 0; k < kinds; ++k) start[k + 1] += start[k];
+  std::vector<Chunk> sorted(table.chunks.size());
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
+  for (const Chunk& c : table.chunks) sorted[next[kind_of(table.rows[c.row])]++] = c;
+  table.chunks = std::move(sorted);
+  table.segments.clear();
+  for (int32_t k = 0; k < kinds; ++k)
+    if (start[k + 1] > start[k]) table.segments.push_back({k, start[k], start[k + 1] - start[k], 0});
+}
+
+// Adds `storage` to `kept` unless it is there already. CUDA graphs: a plan keeps the memory a
+// captured launch points into alive as long as the plan (EMAPlan, PackPlan).
+inline void keep_alive(std::vector<c10::Storage>& kept, const c10::Storage& storage) {
+  for (const c10::Storage& k : kept)
+    if (k.is_alias_of(storage)) return;
+  kept.push_back(storage);
+}
 
 // Appends the chunks of row `row` of `numel` elements, each `elem_bytes` wide (the wider side).
 inline void add_chunks(Table& table, int32_t row, int64_t numel, int64_t elem_bytes) {

@@ -29,6 +29,7 @@ from typing import List, Optional
 import torch
 import torch.nn as nn
 
+from . import mmengine_pickle
 from .plain_data import to_plain_data
 
 
@@ -119,13 +120,38 @@ def resume_candidates(latest: str) -> List[str]:
     return [latest] + [path for _, path in sorted(older, reverse=True)]
 
 
+def _not_a_checkpoint(filename: str) -> Optional[str]:
+    """Why ``filename`` cannot be a PyTorch checkpoint, judged from its first bytes, or None.
+    torch.save writes a zip archive (``PK``); older files are a pickle (``0x80``)."""
+    with open(filename, 'rb') as f:
+        head = f.read(4)
+    if head.startswith(b'PK') or head.startswith(b'\x80'):
+        return None
+    if filename.endswith('.py'):
+        return 'it is a Python file (a config?), not a checkpoint'
+    return f'it starts with {head!r}, not like a file written by torch.save'
+
+
 def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = False) -> dict:
     """Read a checkpoint with ``weights_only=True`` (``trusted=True``: any pickle; only for files
-    from a trusted source). Any failure is a ``CheckpointError`` naming the file and the reason."""
+    from a trusted source; MMEngine's and MMCV's own objects are read without importing them, see
+    ``mmengine_pickle.py``). Any failure is a ``CheckpointError`` naming the file and the reason."""
+    if osp.isdir(filename):
+        raise CheckpointError(f'{filename!r} is a directory, not a checkpoint file: name a file in '
+                              'it, or resume=True (`--resume` without a path) to resume from the '
+                              "latest checkpoint of the run's work_dir")
     if not osp.isfile(filename):
         raise CheckpointNotFoundError(f'checkpoint file {filename!r} does not exist')
+    why_not = _not_a_checkpoint(filename)
+    if why_not is not None:
+        raise CheckpointError(f'cannot read checkpoint {filename!r}: {why_not}')
     try:
-        checkpoint = torch.load(filename, map_location=map_location, weights_only=not trusted)
+        if trusted:
+            checkpoint = mmengine_pickle.adopt(torch.load(
+                filename, map_location=map_location, weights_only=False,
+                pickle_module=mmengine_pickle))
+        else:
+            checkpoint = torch.load(filename, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         needed = re.search(r'Unsupported global: GLOBAL (\S+)', str(e))
         if needed is None or trusted:
@@ -135,6 +161,9 @@ def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = Fals
             'object, as checkpoints written by MMEngine do), which can run code from the file. '
             'Only if you trust the file, load it with load_from=dict(path=..., trusted=True) '
             '(or `minimm train/test --trust-checkpoint`).') from None
+    except ModuleNotFoundError as e:  # only a trusted load imports modules
+        raise CheckpointError(f'cannot read checkpoint {filename!r}: it holds objects of the '
+                              f'module {e.name!r}, which is not installed') from e
     except Exception as e:
         raise CheckpointError(f'cannot read checkpoint {filename!r} (truncated or corrupt?): '
                               f'{type(e).__name__}: {e}') from e
@@ -155,12 +184,14 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 
 
 def load_state_dict(module: nn.Module, state_dict: dict, strict: bool = False,
-                    logger=None) -> None:
+                    logger=None, what: str = 'model') -> None:
     """Load ``state_dict`` into ``module``, as MMEngine 0.10's ``load_state_dict``.
 
     Tensors whose shape differs from the module's are skipped (the fine-tuning case: another
     ``num_classes``). Unexpected, missing and mismatched keys are reported in one message, a
     warning with ``strict=False`` (the default) and a RuntimeError with ``strict=True``.
+    ``what`` names the module in that message (minimm's addition: EMAHook loads the same
+    checkpoint into its averaged copy, and the two reports must be told apart).
     """
     own = module.state_dict()
     mismatched = [key for key, value in state_dict.items()
@@ -178,7 +209,7 @@ def load_state_dict(module: nn.Module, state_dict: dict, strict: bool = False,
                f'{tuple(own[key].shape)}.' for key in mismatched]
     if not errors:
         return
-    message = '\n'.join(['The model and loaded state dict do not match exactly'] + errors)
+    message = '\n'.join([f'The {what} and loaded state dict do not match exactly'] + errors)
     if strict:
         raise RuntimeError(message)
     if logger is not None:

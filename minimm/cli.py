@@ -1,4 +1,4 @@
-"""The ``minimm`` command: demo, train, test, info and bench.
+"""The minimm command: demo, train, test, info, bench, plot and plot-lr.
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
     minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]
@@ -26,15 +26,35 @@ BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
 PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr'}
 
 
+def help_text(docstring: str) -> str:
+    """A docstring as ``--help`` shows it: reST's literal and bold marks dropped, the lines kept
+    (pass ``formatter_class=argparse.RawDescriptionHelpFormatter`` so lists stay lists)."""
+    return docstring.replace('``', '').replace('**', '').strip()
+
+
+def default_work_dir(config_path: str) -> str:
+    """``work_dirs/<config name>``, where a config without ``work_dir`` writes (MMEngine's rule)."""
+    return osp.join('work_dirs', osp.splitext(osp.basename(config_path))[0])
+
+
 def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[str]]):
     from .config import Config, parse_cfg_options
+    from .config.top_level_keys import MMCV_KEYS, RUNNER_KEYS, warn_unknown_keys
+    from .mmcv.train import is_mmcv_config
     cfg = Config.fromfile(path)
+    added = []
     if cfg_options:
-        cfg.merge_from_dict(parse_cfg_options(cfg_options))
+        options = parse_cfg_options(cfg_options)
+        added = sorted({key.split('.')[0] for key in options} - set(cfg))
+        cfg.merge_from_dict(options)
+    if is_mmcv_config(cfg):  # the classic runner: nothing else checks its keys
+        warn_unknown_keys(cfg, MMCV_KEYS, added)
+    else:  # Runner.from_cfg warns about the config's misspelt keys itself
+        warn_unknown_keys((), RUNNER_KEYS, added)
     if work_dir is not None:
         cfg['work_dir'] = work_dir
     elif cfg.get('work_dir') is None:
-        cfg['work_dir'] = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
+        cfg['work_dir'] = default_work_dir(path)
     return cfg
 
 
@@ -53,6 +73,12 @@ def _trusted(load_from) -> dict:
     """``load_from`` (a path or a dict) marked as trusted: it may need arbitrary unpickling."""
     path = load_from['path'] if isinstance(load_from, dict) else load_from
     return dict(path=path, trusted=True)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f'must be an integer >= 1, but got {text!r}')
+    return int(text)
 
 
 def cmd_train(args) -> None:
@@ -91,7 +117,7 @@ def cmd_test(args) -> None:
 
 def cmd_demo(args) -> None:
     from .runner import Runner
-    options = [f'train_cfg.max_epochs={args.epochs}'] if args.epochs else None
+    options = None if args.epochs is None else [f'train_cfg.max_epochs={args.epochs}']
     cfg = _load_config(DEMO_CONFIG, args.work_dir or 'work_dirs/demo', options)
     runner = Runner.from_cfg(cfg)  # logs the hook table: per stage, the hooks in call order
     runner.train()
@@ -122,12 +148,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     if argv and argv[0] in PLOTS:  # these parse their own options too
         importlib.import_module(PLOTS[argv[0]]).main(argv[1:])
         return
-    parser = argparse.ArgumentParser(prog='minimm', description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(prog='minimm', description=help_text(__doc__.split('\n\n')[0]))
     sub = parser.add_subparsers(dest='command', required=True)
 
     demo = sub.add_parser('demo', help='train the shipped digits CNN with EMA (under a minute)')
     demo.add_argument('--work-dir', help='default: work_dirs/demo')
-    demo.add_argument('--epochs', type=int, help='override train_cfg.max_epochs')
+    demo.add_argument('--epochs', type=_positive_int, help='override train_cfg.max_epochs')
 
     train = sub.add_parser('train', help='train from a config')
     _add_config_args(train)

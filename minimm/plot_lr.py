@@ -18,6 +18,7 @@ the config is built to count it. Neither MMEngine nor MMCV has such a command.
 import argparse
 import logging
 import math
+import os
 from typing import Dict, List, Optional
 
 import torch
@@ -152,17 +153,28 @@ def draw_schedule(values: Dict[str, List[float]], out: str, title: str = '') -> 
     return save_figure(fig, out)
 
 
+def _default_out(cfg, config_path: str) -> str:
+    """``<work_dir>/lr_schedule.png``: beside the run's other files, not in the current folder
+    (which is often a source checkout)."""
+    from .cli import default_work_dir
+    work_dir = cfg.get('work_dir') or default_work_dir(config_path)
+    os.makedirs(work_dir, exist_ok=True)
+    return os.path.join(work_dir, 'lr_schedule.png')
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog='minimm plot-lr', description=__doc__.split('\n\n')[0])
     parser.add_argument('config', help='a .py config file')
-    parser.add_argument('--out', default='lr_schedule.png', help='the PNG to write')
+    parser.add_argument('--out', help="the PNG to write (default: lr_schedule.png in the config's "
+                                      'work_dir, as `minimm train` would use it)')
     parser.add_argument('--epoch-length', type=int,
                         help='iterations per epoch (default: counted from the train dataset)')
     args = parser.parse_args(argv)
     from .config import Config
     try:
         require_pyplot()
-        values = config_schedule(Config.fromfile(args.config), args.epoch_length)
-        print(draw_schedule(values, args.out, title=args.config))
+        cfg = Config.fromfile(args.config)
+        values = config_schedule(cfg, args.epoch_length)
+        print(draw_schedule(values, args.out or _default_out(cfg, args.config), title=args.config))
     except ImportError as e:
         raise SystemExit(str(e))

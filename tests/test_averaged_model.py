@@ -319,14 +319,17 @@ def test_describe_names_the_path_and_why(use_backend):
 
 
 def test_ema_hook_logs_the_path_at_before_run(tmp_path):
-    """One line at before_run says which path averages the model, here on the CPU."""
+    """One line at before_run says which path averages the model, on whatever device the Runner
+    put it (cuda:0 on a GPU machine)."""
     hook = EMAHook(momentum=0.5)
     runner = toy_runner(tmp_path, max_=1, val=False, custom_hooks=[hook])
     runner.train()
     with open(os.path.join(runner.log_dir, f'{runner.timestamp}.log')) as f:
         log = f.read()
-    kind = 'fused native plan' if backend_info()['cpu']['backend'] == 'native' else 'PyTorch plan (torch._foreach_*)'
-    assert f'EMA: {kind} on cpu, 4 tensors (0.0 M values)' in log
+    device = next(hook.src_model.parameters()).device
+    kind = ('fused native plan' if backend_info()[device.type]['backend'] == 'native'
+            else 'PyTorch plan (torch._foreach_*)')
+    assert f'EMA: {kind} on {device}, 4 tensors (0.0 M values)' in log
     assert hook.ema_model.backend == ('native' if kind == 'fused native plan' else 'ref')
 
 

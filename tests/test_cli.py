@@ -1,6 +1,7 @@
 """The `minimm` command: train, resume, test and info on the shipped demo config."""
 import json
 import os.path as osp
+import re
 
 import pytest
 
@@ -56,3 +57,22 @@ def test_benchmarks_run_and_report_ratios(argv, capsys):
     rows = json.loads(out[out.index('['):])  # a compile notice may come first
     assert rows and all(row['ms'] > 0 for row in rows)
     assert 'limit' in {row['method'] for row in rows}
+
+
+def test_top_level_help_names_every_command_without_rest_marks(capsys):
+    with pytest.raises(SystemExit):
+        main(['--help'])
+    out = capsys.readouterr().out
+    commands = re.search(r'\{([a-z,-]+)\}', out).group(1).split(',')
+    description = out.split('\n\n')[1]
+    assert all(re.search(rf'\b{command}\b', description) for command in commands), description
+    assert '``' not in out
+
+
+def test_bench_overhead_help_keeps_its_list(capsys):
+    with pytest.raises(SystemExit):
+        main(['bench', 'overhead', '--help'])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith('* bare: a hand-written PyTorch loop') for line in lines)
+    assert any(line.startswith('* runner: Runner.train()') for line in lines)
+    assert not any('``' in line or '**' in line for line in lines)

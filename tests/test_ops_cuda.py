@@ -277,8 +277,9 @@ def test_a_step_returns_while_the_gpu_is_busy():
     assert still_busy and int(steps) == 4
 
 
-def test_one_kernel_per_plan_step():
-    """However many tensors: one launch averages, copies integers, mirrors and counts."""
+def test_one_launch_per_kind_of_pair_and_one_increment_per_plan_step():
+    """However many tensors: one launch per kind of pair present (here the 7 floating pairs of
+    PAIRS, and byte copies for the integers and the mirror), then the counter's increment."""
     ema, src = random_lists(6, 3000)
     plan = EMAPlan(ema, src, [torch.zeros(7, device=CUDA)], [torch.ones(7, device=CUDA)], rule='swa')
     steps = torch.zeros((), dtype=torch.long, device=CUDA)
@@ -289,7 +290,9 @@ def test_one_kernel_per_plan_step():
             plan.step(steps)
         torch.cuda.synchronize()
     kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    assert len(kernels) == 4 and all('ema_kernel' in name for name in kernels), kernels
+    assert sum('ema_kernel<16>' in name for name in kernels) == 4, kernels  # the byte copies
+    assert sum('ema_kernel' in name for name in kernels) == 4 * 8
+    assert sum('increment_kernel' in name for name in kernels) == 4 and len(kernels) == 4 * 9
     assert int(steps) == 5
 
 

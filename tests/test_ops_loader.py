@@ -1,10 +1,12 @@
 """The extension loader: lazy, one decision per process, and a fallback that says why."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from minimm.ops import backend_info, loader
 
@@ -34,10 +36,11 @@ def test_import_is_lazy_and_no_ext_means_fallback():
 
 
 @pytest.fixture
-def no_prebuilt(monkeypatch):
+def no_prebuilt(monkeypatch, tmp_path):
     monkeypatch.delenv('MINIMM_NO_EXT', raising=False)
     monkeypatch.setattr(loader, '_find_prebuilt', lambda: None)
     monkeypatch.setenv('CXX', '/nonexistent/c++')
+    monkeypatch.setenv('TORCH_EXTENSIONS_DIR', str(tmp_path / 'no_cache'))  # nothing cached
 
 
 def test_the_policy_is_read_from_the_environment(monkeypatch):
@@ -63,3 +66,56 @@ def test_missing_sources_fall_back(no_prebuilt, monkeypatch, tmp_path):
     monkeypatch.setattr(loader, 'CSRC_DIR', str(tmp_path))
     with pytest.warns(UserWarning, match='sources are not in'):
         assert loader._decide(loader.Policy(disabled=False, required=False)).devices['cpu'] == 'fallback'
+
+
+@pytest.mark.parametrize('value', ['yes', 'true', '2'])
+def test_an_unknown_switch_value_is_an_error_naming_it(monkeypatch, value):
+    monkeypatch.setenv('MINIMM_NO_EXT', value)
+    with pytest.raises(ValueError, match=f"MINIMM_NO_EXT='{value}': allowed values are 1 .* 0 or unset"):
+        loader.Policy.from_env()
+
+
+def test_a_build_runs_the_ninja_package_binary_whatever_the_path(monkeypatch, tmp_path, capsys):
+    ninja = pytest.importorskip('ninja')
+    decoy = tmp_path / 'bin'
+    decoy.mkdir()
+    (decoy / 'ninja').write_text('#!/bin/sh\necho 1.0.0\n')
+    (decoy / 'ninja').chmod(0o755)
+    monkeypatch.setenv('PATH', f'{decoy}{os.pathsep}{os.environ["PATH"]}')
+    monkeypatch.setenv('TORCH_EXTENSIONS_DIR', str(tmp_path / 'cache'))
+    used = []
+    cpp_extension = loader._import_cpp_extension()
+    monkeypatch.setattr(cpp_extension, 'load', lambda **kwargs: used.append(shutil.which('ninja')))
+    loader._jit_build(with_cuda=False)
+    assert used == [os.path.join(ninja.BIN_DIR, 'ninja')]
+    assert 'minimm: compiling the native ops' in capsys.readouterr().out  # a build always says so
+    assert shutil.which('ninja') == str(decoy / 'ninja')  # PATH is given back
+
+
+def test_a_cached_build_is_loaded_without_ninja_or_a_compiler(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv('TORCH_EXTENSIONS_DIR', str(tmp_path))
+    monkeypatch.setenv('CXX', '/nonexistent/c++')
+    monkeypatch.setenv('PATH', str(tmp_path / 'empty'))
+    cached = tmp_path / 'minimm_ext_cpu'
+    cached.mkdir()
+    (cached / 'minimm_ext_cpu.so').write_bytes(b'')
+    (cached / 'minimm_ext_cpu.key').write_text(loader._build_key(False, loader.build_settings(False)))
+    loaded = []
+    monkeypatch.setattr(torch.ops, 'load_library', loaded.append)
+    assert loader._jit_build(with_cuda=False) == str(cached)
+    assert loaded == [str(cached / 'minimm_ext_cpu.so')]
+    assert 'compiling' not in capsys.readouterr().out
+    (cached / 'minimm_ext_cpu.key').write_text('built from other sources')
+    with pytest.raises(RuntimeError, match='no C\\+\\+ compiler'):  # a stale cache is rebuilt
+        loader._jit_build(with_cuda=False)
+
+
+def test_the_real_cached_build_loads_in_a_process_without_a_compiler(native):
+    code = 'import json, minimm.ops as ops; print(json.dumps(ops.backend_info()))'
+    env = dict(os.environ, PATH='', CXX='/nonexistent/c++')
+    env.pop('MINIMM_NO_EXT', None)
+    done = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=loader.REPO_DIR)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])['cpu']['backend'] == 'native', done.stderr
+    assert 'compiling' not in done.stdout

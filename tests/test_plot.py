@@ -80,6 +80,17 @@ def test_plot_lr_writes_a_png(tmp_path, capsys):
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
+def test_plot_lr_without_out_writes_into_the_work_dir_not_the_current_folder(tmp_path,
+                                                                              monkeypatch):
+    import os
+    monkeypatch.chdir(tmp_path)
+    demo = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', DEMO)
+    cli_main(['plot-lr', demo, '--epoch-length', '10'])
+    assert not (tmp_path / 'lr_schedule.png').exists()
+    # digits_ema.py sets work_dir = 'work_dirs/digits_ema', relative to where minimm runs
+    assert (tmp_path / 'work_dirs' / 'digits_ema' / 'lr_schedule.png').read_bytes()[:8] == PNG_MAGIC
+
+
 def test_iteration_based_and_adam_betas(tmp_path):
     cfg = dict(train_cfg=dict(by_epoch=False, max_iters=10),
                optim_wrapper=dict(optimizer=dict(type='Adam', lr=1.0)),

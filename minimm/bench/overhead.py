@@ -24,6 +24,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from ..cli import help_text
+
 from ..model import BaseModel
 
 
@@ -99,7 +101,8 @@ def run(iters: int = 2000, batch_size: int = 32, rounds: int = 5) -> dict:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(prog='minimm bench overhead', description=__doc__)
+    parser = argparse.ArgumentParser(prog='minimm bench overhead', description=help_text(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--iters', type=int, default=2000, help='iterations per round')
     parser.add_argument('--batch-size', type=int, default=32)
     parser.add_argument('--rounds', type=int, default=5)

@@ -28,6 +28,14 @@ without them files and numbers are MMEngine's): ``EMAOnlyCheckpointHook`` (an EM
 checkpoint) and ``RawWeightsEvalHook`` (the raw weights are evaluated too, logged as
 ``raw/<name>``).
 
+``ema_dtype`` (a minimm addition, passed to the averaged model): the average is kept in another
+dtype than the model's, e.g. ``EMAHook(ema_dtype='float32')`` for a model trained in bf16. Where
+the two dtypes differ, validation sees the average cast to the model's dtype (the raw weights are
+kept aside and put back after), and a checkpoint's ``state_dict`` holds the average in the model's
+dtype (so does ``EMAOnlyCheckpointHook``'s file), ``ema_state_dict`` the average in ``ema_dtype``
+(not swapped: a bf16 slot would lose its precision), and ``raw_state_dict`` the raw weights of
+those entries; resuming restores all three.
+
 Different from MMEngine, on purpose: bad ``begin_*`` arguments raise ValueError (MMEngine
 asserts); ``ema_state_dict`` is stored on the CPU like ``state_dict``; loading a checkpoint without
 ``ema_state_dict`` warns also when not resuming (MMEngine warns only when resuming). Left out:
@@ -54,7 +62,7 @@ class EMAHook(Hook):
             since v0.3, so checkpoints of slightly different models still load).
         begin_iter / begin_epoch: start averaging at this iteration / epoch (set at most one).
         **kwargs: for the averaged model: ``momentum`` (the weight of the *new* value, e.g.
-            0.0002), ``interval``, ``device``, ``update_buffers``, ``gamma``.
+            0.0002), ``interval``, ``device``, ``update_buffers``, ``gamma``, ``ema_dtype``.
     """
 
     priority = 'NORMAL'
@@ -78,6 +86,7 @@ class EMAHook(Hook):
         self.begin_epoch = begin_epoch
         # Without begin_epoch, averaging starts by iteration (at iteration 0 by default).
         self.enabled_by_epoch = self.begin_epoch > 0
+        self._raw_aside = None  # during validation: the raw weights of entries whose dtypes differ
 
     def before_run(self, runner) -> None:
         self.src_model = unwrap_model(runner.model)
@@ -128,6 +137,7 @@ class EMAHook(Hook):
             # The file's state_dict holds the EMA weights: swap back, so the runner loads the raw
             # weights into the model, and restore the averaged model (with its `steps`).
             self._swap_ema_state_dict(checkpoint)
+            checkpoint.pop('raw_state_dict', None)
             self.ema_model.load_state_dict(checkpoint['ema_state_dict'], strict=self.strict_load)
         else:
             if 'ema_state_dict' not in checkpoint:
@@ -135,31 +145,59 @@ class EMAHook(Hook):
                 runner.logger.warning(f'{action} a checkpoint without `ema_state_dict`: EMAHook '
                                       'starts the averaged model from a copy of its `state_dict`.')
             load_state_dict(self.ema_model.module, checkpoint['state_dict'],
-                            strict=self.strict_load, logger=runner.logger)
+                            strict=self.strict_load, logger=runner.logger,
+                            what="EMA model (EMAHook's averaged copy)")
 
     @torch.no_grad()
     def _swap_ema_parameters(self) -> None:
         """Swap the values of the model's parameters (and buffers, when they are averaged;
-        otherwise the copy's buffers mirror the model's anyway) with the averaged model's."""
+        otherwise the copy's buffers mirror the model's anyway) with the averaged model's. An
+        entry kept in another dtype (``ema_dtype``) is not swapped, which would round the average:
+        the model's raw value is put aside and the average copied in, and the next call puts the
+        raw value back."""
         avg_param = (itertools.chain(self.ema_model.module.parameters(),
                                      self.ema_model.module.buffers())
                      if self.ema_model.update_buffers else self.ema_model.module.parameters())
         src_param = (itertools.chain(self.src_model.parameters(), self.src_model.buffers())
                      if self.ema_model.update_buffers else self.src_model.parameters())
+        putting_back, aside = self._raw_aside is not None, []
         # Copy values, never rebind tensors: the averaging plan and the optimizer hold them.
         for p_avg, p_src in zip(avg_param, src_param):
+            if p_avg.dtype != p_src.dtype:
+                if putting_back:
+                    p_src.copy_(self._raw_aside.pop(0))
+                else:
+                    aside.append(p_src.clone())
+                    p_src.copy_(p_avg)
+                continue
             tmp = p_avg.clone()
             p_avg.copy_(p_src)
             p_src.copy_(tmp)
+        self._raw_aside = None if putting_back else aside
 
     @staticmethod
     def _swap_ema_state_dict(checkpoint: dict) -> None:
+        """Saving: ``state_dict`` gets the average, ``ema_state_dict`` the raw weights. Entries
+        whose dtypes differ instead keep the average in ``ema_state_dict``, put it into
+        ``state_dict`` in the model's dtype and move the raw weight to ``raw_state_dict``.
+        Loading (``raw_state_dict`` present or not) undoes exactly that."""
         model_state = checkpoint['state_dict']
         ema_state = checkpoint['ema_state_dict']
+        loading = 'raw_state_dict' in checkpoint
+        raw_state = checkpoint.setdefault('raw_state_dict', {})
         for key in ema_state:
-            if key.startswith('module.'):
-                name = key[len('module.'):]
+            if not key.startswith('module.'):
+                continue
+            name = key[len('module.'):]
+            if name in raw_state and loading:
+                model_state[name] = raw_state[name]
+            elif ema_state[key].dtype != model_state[name].dtype and not loading:
+                raw_state[name] = model_state[name]
+                model_state[name] = ema_state[key].to(model_state[name].dtype)
+            else:
                 ema_state[key], model_state[name] = model_state[name], ema_state[key]
+        if not raw_state:
+            del checkpoint['raw_state_dict']
 
     def _ema_started(self, runner) -> bool:
         if self.enabled_by_epoch:

@@ -30,6 +30,7 @@ from .hooks import DistEvalHook, DistSamplerSeedHook, EvalHook, Fp16OptimizerHoo
 from .iter_based_runner import IterBasedRunner
 from .optimizer import build_optimizer
 from .parallel import MMDistributedDataParallel
+from .resume_fallback import newest_readable_checkpoint
 
 MMCV_KEYS = ('runner', 'lr_config', 'optimizer_config', 'workflow')
 
@@ -96,10 +97,11 @@ def train_model(cfg, distributed: bool = False, validate: bool = True) -> object
 
 def train_from_cfg(cfg, launcher: str = 'none', resume=None) -> object:
     """What ``minimm train CONFIG`` does for an MMCV 1.x config. ``resume='auto'`` resumes from
-    ``work_dir/latest.pth`` when it exists; a path resumes from that file."""
+    ``work_dir/latest.pth`` when it exists (or the newest readable checkpoint when it cannot be
+    read); a path resumes from that file."""
     if resume == 'auto':
         latest = osp.join(cfg.work_dir, 'latest.pth')
-        resume = latest if osp.exists(latest) else None
+        resume = newest_readable_checkpoint(latest) if osp.lexists(latest) else None
     if resume is not None:
         cfg['resume_from'] = resume
     if launcher != 'none':

@@ -39,11 +39,16 @@ Differences from MMEngine, on purpose:
   on every averaging call; MMEngine copies them on the first call and then silently freezes them.
 * The native kernels compute ``avg + m * (src - avg)`` with three roundings instead of ``lerp_``:
   equal to MMEngine up to a few units in the last place of each update (see minimm/ops/ema.py).
+* ``ema_dtype`` (keyword only, a minimm addition): keep the averaged copy's floating tensors in
+  another dtype than the model's, e.g. fp32 for a model trained in bf16, whose own-dtype EMA stops
+  moving (minimm/model/ema_stall.py, which also warns when that happens). The kernels average a
+  bf16 source into an fp32 copy in one pass; ``EMAHook`` casts back for validation and checkpoints.
 
 Left out: nothing of the public API; the averaged copy is kept as ordinary tensors (no flat
 buffer), so ``load_state_dict`` copies into them in place as usual.
 """
 import itertools
+import numbers
 import operator
 import warnings
 import weakref
@@ -56,8 +61,10 @@ from torch import Tensor, nn
 from minimm.ops import EMAPlan, averaging_weight, backend_info, ema_update_ref
 from minimm.ops.aliases import first_names
 from minimm.registry import MODELS
+from .ema_stall import StallCheck
 
 DEFAULT_MOMENTUM = 0.0002
+EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
 
 # How many tensors and modules have been assigned to module attributes in this process (torch's
 # global registration hooks count them, from the first averaged model on): a plan built at another
@@ -88,17 +95,22 @@ class BaseAveragedModel(nn.Module):
         interval: average on every ``interval``-th call of :meth:`update_parameters`.
         device: where the averaged copy lives (default: where ``model`` is).
         update_buffers: average the buffers too (else they are mirrored on every call).
+        ema_dtype: the dtype of the averaged copy's floating tensors (a torch dtype or its name,
+            e.g. ``'float32'``); default: the model's own.
     """
 
     def __init__(self, model: nn.Module, interval: int = 1, device: Optional[torch.device] = None,
-                 update_buffers: bool = False) -> None:
+                 update_buffers: bool = False, *, ema_dtype=None) -> None:
         super().__init__()
         if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
             raise ValueError(f'interval must be a positive int, got {interval!r}')
         self.module = deepcopy(model).requires_grad_(False)
         self.interval = interval
+        self.ema_dtype = _parse_ema_dtype(ema_dtype)
         if device is not None:
             self.module = self.module.to(device)
+        if self.ema_dtype is not None:  # floating parameters and buffers only; the counter stays int64
+            self.module = self.module.to(self.ema_dtype)
         else:  # the counter sits with the averaged copy, which a plan step updates on its device
             device = next(itertools.chain(self.module.parameters(), self.module.buffers()),
                           torch.empty(0)).device
@@ -109,6 +121,7 @@ class BaseAveragedModel(nn.Module):
         self._plan_inputs = None
         self._plan_count = -1
         self._loop_reason: Optional[str] = None
+        self._stall = StallCheck()
         _watch_assignments()
 
     @property
@@ -160,6 +173,11 @@ class BaseAveragedModel(nn.Module):
     @torch.no_grad()
     def update_parameters(self, model: nn.Module) -> None:
         """One averaging step from ``model`` (see the module docstring for what each call does)."""
+        momentum = getattr(self, 'momentum', None)
+        if momentum is not None and self._stall.due():
+            averaged = self.avg_parameters
+            src = self._source_entries(model, averaged)
+            self._stall.look(type(self).__name__, list(averaged.values()), [src[n] for n in averaged], momentum)
         rule = PLAN_RULES.get(type(self).avg_func)
         if rule is not None and self._plan_step(model, rule):
             return
@@ -251,7 +269,21 @@ def _same_tensors(lists_a, lists_b) -> bool:
     return all(len(a) == len(b) and all(map(operator.is_, a, b)) for a, b in zip(lists_a, lists_b))
 
 
+def _parse_ema_dtype(ema_dtype) -> Optional[torch.dtype]:
+    """None, a floating torch dtype, or its name (``'float32'``, ``'torch.float32'``) as a dtype."""
+    if ema_dtype is None:
+        return None
+    name = str(ema_dtype).replace('torch.', '')
+    if name not in EMA_DTYPES:
+        raise ValueError(f'ema_dtype must be one of {list(EMA_DTYPES)} (or the torch dtype), got {ema_dtype!r}')
+    return getattr(torch, name)
+
+
 def _check_momentum(momentum: Optional[float], decay: Optional[float]) -> float:
+    for name, value in (('momentum', momentum), ('decay', decay)):
+        # A string from a config ('0.01') would otherwise fail inside the range check below.
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise TypeError(f'EMA {name}={value!r} is a {type(value).__name__}: it must be a number in (0, 1)')
     if momentum is not None and decay is not None:
         raise ValueError(f'give momentum or decay, not both (got momentum={momentum}, decay={decay}); '
                          'MMEngine momentum = 1 - decay')
@@ -278,13 +310,14 @@ class ExponentialMovingAverage(BaseAveragedModel):
         model, interval, device, update_buffers: see :class:`BaseAveragedModel`.
         momentum: the weight of the new value (default 0.0002).
         decay: timm/torch-style alias, ``momentum = 1 - decay``; give one of the two.
+        ema_dtype: see :class:`BaseAveragedModel`.
     """
 
     def __init__(self, model: nn.Module, momentum: Optional[float] = None, interval: int = 1,
                  device: Optional[torch.device] = None, update_buffers: bool = False, *,
-                 decay: Optional[float] = None) -> None:
+                 decay: Optional[float] = None, ema_dtype=None) -> None:
         momentum = _check_momentum(momentum, decay)
-        super().__init__(model, interval, device, update_buffers)
+        super().__init__(model, interval, device, update_buffers, ema_dtype=ema_dtype)
         self.momentum = momentum
 
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
@@ -304,10 +337,10 @@ class MomentumAnnealingEMA(ExponentialMovingAverage):
 
     def __init__(self, model: nn.Module, momentum: Optional[float] = None, gamma: int = 100, interval: int = 1,
                  device: Optional[torch.device] = None, update_buffers: bool = False, *,
-                 decay: Optional[float] = None) -> None:
+                 decay: Optional[float] = None, ema_dtype=None) -> None:
         if not gamma > 0:
             raise ValueError(f'gamma must be > 0, got {gamma}')
-        super().__init__(model, momentum, interval, device, update_buffers, decay=decay)
+        super().__init__(model, momentum, interval, device, update_buffers, decay=decay, ema_dtype=ema_dtype)
         self.gamma = gamma
 
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:

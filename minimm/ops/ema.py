@@ -7,8 +7,9 @@ This file teaches the two ways minimm runs the averaging step of an averaged mod
 * :class:`EMAPlan` — built and checked once from the (EMA, source) tensors; each
   :meth:`EMAPlan.step` is one whole MMEngine ``update_parameters`` call with no per-tensor Python
   work: copy on the first call, average every ``interval``-th call with the rule's weight, mirror
-  the buffers, increment ``steps``. Natively it is one C++ call (one kernel launch on a GPU, which
-  reads the counter and the annealed weight itself: no host synchronisation, CUDA-graph capture).
+  the buffers, increment ``steps``. Natively it is one C++ call (on a GPU one launch per kind of
+  pair present, each reading the counter and the annealed weight itself, then one that increments
+  the counter: no host synchronisation, CUDA-graph capture).
 
 Two backends, two roundings. The native kernels compute ``d = src - ema``, ``p = weight * d``,
 ``ema + p`` as three separately rounded operations in float (double for a double EMA) and round
@@ -97,20 +98,43 @@ def check_layouts(name: str, ema: Sequence[Tensor], src: Sequence[Tensor]) -> No
                              f'{s.stride()}); make both sides contiguous, or give both the same memory format')
 
 
-def check_no_overlap(name: str, dst: Sequence[Tensor]) -> None:
-    """Tensors written by one call must not share memory (csrc/checks.h check_no_overlap): the
-    same tensor twice, or views whose memory spans intersect, are a ValueError."""
-    spans = []
-    for i, t in enumerate(dst):
-        if t.numel():
-            last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-            size = t.element_size()
-            spans.append((t.untyped_storage()._cdata, t.storage_offset() * size, (last + 1) * size - 1, i))
-    spans.sort()
-    for prev, cur in zip(spans, spans[1:]):
-        if prev[0] == cur[0] and prev[2] >= cur[1]:
-            raise ValueError(f'{name}: tensors {min(prev[3], cur[3])} and {max(prev[3], cur[3])} to be written share '
-                             'memory (the same tensor twice, or overlapping views); list each tensor once')
+def _span(t: Tensor, index: int, written: bool):
+    """(storage, first byte, last byte, index, written): the memory ``t`` may touch."""
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    size = t.element_size()
+    return t.untyped_storage()._cdata, t.storage_offset() * size, (last + 1) * size - 1, index, written
+
+
+def _same_view(a: Tensor, b: Tensor) -> bool:
+    return (a.untyped_storage()._cdata == b.untyped_storage()._cdata and a.storage_offset() == b.storage_offset()
+            and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype)
+
+
+def check_no_overlap(name: str, dst: Sequence[Tensor], src: Sequence[Tensor] = ()) -> None:
+    """Memory written by one call is touched by no other tensor of it (csrc/checks.h
+    check_no_overlap): two destinations sharing memory, or a destination sharing memory with
+    another pair's source, are a ValueError; a pair whose source is its destination is allowed."""
+    spans = [_span(t, i, True) for i, t in enumerate(dst) if t.numel()]
+    spans += [_span(t, i, False) for i, t in enumerate(src)
+              if t.numel() and not (i < len(dst) and _same_view(dst[i], t))]
+    spans.sort(key=lambda span: span[:2])
+    furthest = {True: None, False: None}  # within one storage: the span reaching furthest, per kind
+    for k, span in enumerate(spans):
+        if k and spans[k - 1][0] != span[0]:
+            furthest = {True: None, False: None}
+        storage, first, last, index, written = span
+        earlier = furthest[True]
+        if written and earlier is not None and earlier[2] >= first:
+            raise ValueError(f'{name}: tensors {min(earlier[3], index)} and {max(earlier[3], index)} to be written '
+                             'share memory (the same tensor twice, or overlapping views); list each tensor once')
+        other = furthest[not written]
+        if other is not None and other[2] >= first:
+            w, r = (span, other) if written else (other, span)
+            raise ValueError(f'{name}: destination {w[3]} shares memory with source {r[3]} (a tensor written by one '
+                             'pair and read by another, or overlapping views); the update would read values it is '
+                             'writing')
+        if furthest[written] is None or last > furthest[written][2]:
+            furthest[written] = span
 
 
 class _Pairs:
@@ -162,7 +186,7 @@ def ema_update_ref(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[f
     for how far it may differ from the kernels), with the same checks and errors."""
     ema, src = list(ema), list(src)
     _check_pairs('ema_update_', ema, src)
-    check_no_overlap('ema_update_', ema)
+    check_no_overlap('ema_update_', ema, src)
     _Pairs(ema, src).average(weight)
 
 
@@ -208,7 +232,8 @@ class EMAPlan:
             when they are available for the tensors' device.
 
     Everything is checked once, here: shapes, dtypes, one device, each pair dense with equal
-    strides, no two destinations sharing memory. A tensor listed twice (two names of one tied
+    strides, no destination sharing memory with another destination or another pair's source
+    (see :func:`check_no_overlap`). A tensor listed twice (two names of one tied
     weight, see :mod:`minimm.ops.aliases`) is updated once.
 
     A step does no per-tensor work on the host. The tensors must stay the same objects; after
@@ -241,7 +266,7 @@ class EMAPlan:
         self.ema, self.src = [ema[i] for i in keep], [src[i] for i in keep]
         self.mirror_ema, self.mirror_src = [mirror_ema[i] for i in keep_mirror], [mirror_src[i] for i in keep_mirror]
         check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
-        check_no_overlap('EMAPlan', self.ema + self.mirror_ema)
+        check_no_overlap('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
         self.rule, self.momentum, self.gamma, self.interval = rule, float(momentum), float(gamma), interval
         first = (self.ema or self.mirror_ema or [torch.empty(0)])[0]
         self.device = first.device

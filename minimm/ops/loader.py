@@ -8,6 +8,9 @@ hard dependency. The decision, in order:
 3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
    ``TORCH_EXTENSIONS_DIR`` when set, else ``<repo>/.torch_extensions`` (git-ignored) for a
    checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
+   A cached build whose key (sources, headers, flags, torch and Python versions) still matches is
+   loaded as it is, without ninja or a compiler; anything else prints a "compiling" line first.
+   The build runs the ninja of the ``ninja`` Python package (a dependency) whatever the PATH says.
 4. Anything failing (no sources, no ninja, no compiler, build error): the fallback, with one
    warning naming the reason. ``MINIMM_REQUIRE_EXT=1`` turns that into an error (for GPU checks).
 
@@ -17,11 +20,14 @@ fallback, which is ``torch._foreach_*`` (fused kernels on a GPU).
 
 Left out: prebuilt-module staleness checks (rebuild after changing ``csrc/``), ROCm and Windows.
 """
+import contextlib
 import glob
+import hashlib
 import importlib.machinery
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 import warnings
@@ -59,7 +65,16 @@ class Policy(NamedTuple):
 
     @classmethod
     def from_env(cls) -> 'Policy':
-        return cls(os.environ.get('MINIMM_NO_EXT') == '1', os.environ.get('MINIMM_REQUIRE_EXT') == '1')
+        return cls(_flag('MINIMM_NO_EXT'), _flag('MINIMM_REQUIRE_EXT'))
+
+
+def _flag(variable: str) -> bool:
+    """An on/off environment variable: '1' is on, '0' or unset is off; anything else (``yes``,
+    ``true``) is an error rather than a silent "off"."""
+    value = os.environ.get(variable, '0')
+    if value not in ('0', '1', ''):
+        raise ValueError(f'{variable}={value!r}: allowed values are 1 (on) and 0 or unset (off)')
+    return value == '1'
 
 
 class _Decision(NamedTuple):
@@ -120,27 +135,77 @@ def _import_cpp_extension():
     return cpp_extension
 
 
+def _build_key(with_cuda: bool, settings: Dict[str, List[str]]) -> str:
+    """A digest of everything the library is built from. Contents, not modification times: a
+    checkout or a copy changes the times of files that did not change."""
+    digest = hashlib.sha256()
+    for path in settings['sources'] + [os.path.join(CSRC_DIR, name) for name in HEADERS]:
+        with open(path, 'rb') as f:
+            digest.update(f.read())
+    flags = [settings['extra_cflags'], settings['extra_cuda_cflags'], with_cuda, torch.__version__, sys.version]
+    digest.update(repr(flags).encode())
+    return digest.hexdigest()
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _package_ninja_first():
+    """Put the ``ninja`` Python package's binary first on PATH while building. Two ninja versions
+    (pip's and the system's) keep their build logs in different formats, so switching between
+    them rebuilds everything; always using the package's one keeps the cache valid."""
+    try:
+        import ninja
+        folder = ninja.BIN_DIR
+    except (ImportError, AttributeError):  # no package: whatever ninja is on PATH
+        yield
+        return
+    path = os.environ.get('PATH', '')
+    os.environ['PATH'] = folder + os.pathsep + path
+    try:
+        yield
+    finally:
+        os.environ['PATH'] = path
+
+
 def _jit_build(with_cuda: bool) -> str:
-    """Compile (or reuse the cached) extension and load it; returns the build directory."""
-    cpp_extension = _import_cpp_extension()
-    if not cpp_extension.is_ninja_available():
-        raise RuntimeError('ninja is not installed (pip install ninja)')
-    compiler = os.environ.get('CXX', 'c++')
-    if shutil.which(compiler) is None:
-        raise RuntimeError(f'no C++ compiler found ({compiler!r} is not on PATH)')
+    """Load the cached extension when its build key matches, else compile it; returns the build
+    directory."""
     name = 'minimm_ext_cuda' if with_cuda else 'minimm_ext_cpu'
     directory = _build_directory(name)
     settings = build_settings(with_cuda)
     library = os.path.join(directory, name + '.so')
-    headers = [os.path.join(CSRC_DIR, name) for name in HEADERS]
-    newest_source = max(os.path.getmtime(s) for s in settings['sources'] + headers)
-    if not os.path.exists(library) or os.path.getmtime(library) < newest_source:
-        print(f'minimm: compiling the native ops into {directory} (first use; this takes 10-20 seconds'
-              f'{", more with CUDA" if with_cuda else ""})', flush=True)
+    key_file = os.path.join(directory, name + '.key')
+    key = _build_key(with_cuda, settings)
     start = time.perf_counter()
-    cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda, is_python_module=False,
-                       verbose=False, **settings)
-    logger.info('minimm: native ops loaded from %s in %.1f s', directory, time.perf_counter() - start)
+    if os.path.exists(library) and _read_text(key_file) == key:
+        torch.ops.load_library(library)
+        logger.info('minimm: native ops loaded from the cached build in %s', directory)
+        return directory
+    cpp_extension = _import_cpp_extension()
+    compiler = os.environ.get('CXX', 'c++')
+    if shutil.which(compiler) is None:
+        raise RuntimeError(f'no C++ compiler found ({compiler!r} is not on PATH)')
+    with _package_ninja_first():
+        if not cpp_extension.is_ninja_available():
+            raise RuntimeError('ninja is not installed (pip install ninja)')
+        why = 'no cached build' if not os.path.exists(library) else 'sources, flags or torch changed'
+        print(f'minimm: compiling the native ops into {directory} ({why}; this takes 10-20 seconds'
+              f'{", more with CUDA" if with_cuda else ""})', flush=True)
+        cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda, is_python_module=False,
+                           verbose=False, **settings)
+    # Written whole and then renamed, so another process never reads half a key.
+    partial = f'{key_file}.{os.getpid()}'
+    with open(partial, 'w') as f:
+        f.write(key)
+    os.replace(partial, key_file)
+    logger.info('minimm: native ops built and loaded from %s in %.1f s', directory, time.perf_counter() - start)
     return directory
 
 

@@ -36,7 +36,10 @@ def _groups(tensors: Sequence[Tensor]) -> Dict[Tuple[torch.dtype, torch.device],
     return groups
 
 
-ALIGN_BYTES = 16  # csrc/minimm_ops.h kAlignBytes
+ALIGN_BYTES = 16  # csrc/table.h kAlignBytes
+# The dtypes unpack_ can multiply by a scale (csrc/pack.cpp scale_index); others only copy.
+SCALABLE = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+            torch.float64, torch.bfloat16)
 
 
 def layout(tensors: Sequence[Tensor]) -> Tuple[List[int], int]:
@@ -77,6 +80,9 @@ def _scaled(values: Tensor, scale: float) -> Tensor:
         return values
     if values.dtype == torch.bool:
         raise ValueError(f'unpack_: bool tensors cannot be scaled (scale={scale})')
+    if values.dtype not in SCALABLE:
+        raise ValueError(f'unpack_: {values.dtype} tensors cannot be scaled; only '
+                         f'{", ".join(str(d).replace("torch.", "") for d in SCALABLE)} can')
     if values.is_floating_point():
         acc = torch.float64 if values.dtype == torch.float64 else torch.float32
         return values.to(acc) * scale

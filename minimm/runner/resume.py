@@ -58,8 +58,10 @@ class CheckpointMixin:
             return
         if self._resume and self._load_from is None:
             latest = find_latest_checkpoint(self.work_dir)
-            self.logger.info(f'Auto resumed from the latest checkpoint {latest}.')
-            if latest is not None:
+            if latest is None:  # MMEngine logs "Auto resumed from the latest checkpoint None."
+                self.logger.info(f'resume=True but {self.work_dir} has no last_checkpoint file '
+                                 'yet: nothing to resume, training starts from the beginning.')
+            else:
                 self._resume_newest_readable(latest)
         elif self._resume:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
@@ -73,10 +75,15 @@ class CheckpointMixin:
         for path in resume_candidates(latest):
             try:
                 self.resume(path, trusted=self._trust_checkpoint)
-                return
             except CheckpointError as e:  # raised by the read, before anything is restored
                 errors.append(str(e))
                 self.logger.warning(f'{e}\nTrying the next older checkpoint.')
+                continue
+            # Said once the checkpoint is loaded, so it names the one actually resumed from.
+            self.logger.info(f'Auto resumed from the latest checkpoint {path}.' if path == latest
+                             else f'Auto resumed from {path}, the newest checkpoint that could '
+                                  f'be read (the latest, {latest}, could not).')
+            return
         raise CheckpointError('no readable checkpoint to resume from; tried, newest first:\n'
                               + '\n'.join(errors))
 

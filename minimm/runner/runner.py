@@ -41,6 +41,7 @@ from .. import __version__
 # metrics and optimizers, and this one the models (DigitsCNN, the averaged models).
 from .. import model as _models  # noqa: F401
 from ..config import Config
+from ..config.top_level_keys import RUNNER_KEYS, warn_unknown_keys
 from ..dist import get_dist_info, master_only
 from ..hooks import Hook
 from ..logging import Visualizer
@@ -52,6 +53,7 @@ from ..checkpoint import unwrap_model
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
+from .checks import warn_duplicate_hooks
 
 ConfigType = Union[dict, Config]
 
@@ -183,6 +185,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
+        warn_duplicate_hooks(default_hooks, custom_hooks, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}')
         self._dump_config()
@@ -193,6 +196,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         cfg = copy.deepcopy(cfg)
         if 'model' not in cfg or 'work_dir' not in cfg:
             raise KeyError('a runner config needs at least `model` and `work_dir`')
+        warn_unknown_keys(cfg, RUNNER_KEYS)
         keys = ('train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg', 'val_cfg',
                 'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator',
                 'test_evaluator', 'default_hooks', 'custom_hooks', 'data_preprocessor',

@@ -1,0 +1,66 @@
+"""Checks of a run's settings, made before the first iteration.
+
+MMEngine runs what it is given. minimm keeps that wherever the outcome is well defined, and says
+so in a warning: ``max_epochs=0`` (or ``max_iters=0``) trains nothing, and a built-in hook listed
+twice (``EMAHook`` twice in ``custom_hooks``, ``CheckpointHook`` in ``default_hooks`` and again in
+``custom_hooks``) runs twice. A value that cannot work is an error naming the key, the value and
+what is allowed, instead of a crash later: ``val_interval=0`` (MMEngine divides by it after the
+first epoch), ``max_epochs='two'``.
+"""
+import numbers
+from typing import Dict, List, Optional
+
+from ..registry import HOOKS
+from .hook_dispatch import DEFAULT_HOOKS
+
+# The numbers a built-in train loop reads from train_cfg, and the smallest each may be.
+TRAIN_CFG_MINIMUMS = dict(max_epochs=0, max_iters=0, val_interval=1, val_begin=None)
+
+
+def _is_whole(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
+
+
+def check_train_cfg(cfg: dict, logger) -> None:
+    """Raise for a ``train_cfg`` number that cannot work; warn when it trains nothing."""
+    for key, minimum in TRAIN_CFG_MINIMUMS.items():
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        if not _is_whole(value) or (minimum is not None and value < minimum):
+            allowed = 'an integer' if minimum is None else f'an integer >= {minimum}'
+            raise ValueError(f'train_cfg.{key}={value!r}: must be {allowed}')
+    for milestone, interval in cfg.get('dynamic_intervals') or []:
+        if not (_is_whole(milestone) and _is_whole(interval) and interval >= 1):
+            raise ValueError(f'train_cfg.dynamic_intervals has ({milestone!r}, {interval!r}): '
+                             'each must be (an integer milestone, an integer interval >= 1)')
+    for key in ('max_epochs', 'max_iters'):
+        if cfg.get(key) == 0:
+            logger.warning(f'train_cfg.{key}=0: train() will run no iteration (as in MMEngine); '
+                           f'set {key} >= 1 to train')
+
+
+def _hook_class(hook) -> type:
+    if not isinstance(hook, dict):
+        return type(hook)
+    return HOOKS.get(hook['type']) if isinstance(hook['type'], str) else hook['type']
+
+
+def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
+                         logger) -> None:
+    """Warn once per built-in hook class that ``default_hooks`` (over ``DEFAULT_HOOKS``) and
+    ``custom_hooks`` register more than once, naming where each comes from. Only minimm's own
+    hooks: a user's hook class may well be listed several times with different arguments."""
+    places: Dict[type, List[str]] = {}
+    for key, hook in {**DEFAULT_HOOKS, **(default_hooks or {})}.items():
+        if hook is not None:
+            places.setdefault(_hook_class(hook), []).append(f'default_hooks.{key}')
+    for index, hook in enumerate(custom_hooks or []):
+        places.setdefault(_hook_class(hook), []).append(f'custom_hooks[{index}]')
+    for cls, where in places.items():
+        if len(where) > 1 and cls.__module__.startswith('minimm.'):
+            logger.warning(f'{cls.__name__} is registered {len(where)} times ({", ".join(where)}): '
+                           'each of them runs at every stage it implements, as in MMEngine; '
+                           'remove the extra entry unless that is what you want')
