@@ -15,7 +15,8 @@ only moves dicts to and from disk, with three safety rules, all stricter than MM
 * **A bad file is named.** Every read error says which file and why; ``resume_candidates`` lists
   the older checkpoints to fall back to when the newest one cannot be read.
 
-Left out compared with MMEngine: file backends (``backend_args``), URLs and ``open-mmlab://`` names.
+This file reads and writes local files; MMEngine's public API over it, with ``http(s)://`` URLs and
+``CheckpointLoader``, is ``minimm/runner/checkpoint.py``. Left out: file backends (``backend_args``).
 """
 import glob
 import os
@@ -28,6 +29,7 @@ from typing import List, Optional
 
 import torch
 import torch.nn as nn
+from torch.nn.modules.module import _IncompatibleKeys
 
 from . import mmengine_pickle
 from .plain_data import to_plain_data
@@ -173,58 +175,69 @@ def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = Fals
 
 
 def weights_to_cpu(state_dict: dict) -> OrderedDict:
-    """A copy of ``state_dict`` with every tensor on the CPU (so a GPU run's file loads anywhere)."""
-    return OrderedDict((k, v.detach().cpu()) for k, v in state_dict.items())
+    """A copy of ``state_dict`` with every tensor on the CPU (so a GPU run's file loads anywhere),
+    keeping its ``_metadata`` (the module versions)."""
+    cpu = OrderedDict((k, v.detach().cpu()) for k, v in state_dict.items())
+    cpu._metadata = getattr(state_dict, '_metadata', OrderedDict())
+    return cpu
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
-    """The model inside a DistributedDataParallel (or any wrapper with ``.module``) wrapper."""
+    """The model inside a wrapper: DistributedDataParallel, DataParallel, or any class registered
+    in ``MODEL_WRAPPERS`` (MMEngine's ``is_model_wrapper``)."""
     from torch.nn.parallel import DataParallel, DistributedDataParallel
-    return model.module if isinstance(model, (DataParallel, DistributedDataParallel)) else model
+
+    from .registry import MODEL_WRAPPERS
+    wrappers = (DataParallel, DistributedDataParallel, *MODEL_WRAPPERS.module_dict.values())
+    return model.module if isinstance(model, wrappers) else model
+
+
+def load_what_fits(module: nn.Module, state_dict: dict, what: str = 'model') -> Optional[str]:
+    """Load ``state_dict`` into ``module`` module by module, skipping what does not fit; return
+    the report of unexpected, missing and mismatched keys (``None`` when all matched).
+
+    Module by module, as ``nn.Module.load_state_dict`` does, so that each module reads its own
+    ``_metadata`` version (to convert an old checkpoint's keys) and its load post-hooks may drop
+    keys from the report. A wrapper anywhere in the model is looked through. Missing
+    ``num_batches_tracked`` buffers are not reported (old checkpoints lack them).
+    """
+    metadata = getattr(state_dict, '_metadata', None)
+    state_dict = OrderedDict(state_dict)  # _load_from_state_dict may rewrite keys: copy
+    missing: List[str] = []
+    unexpected: List[str] = []
+    errors: List[str] = []
+
+    def load(mod: nn.Module, prefix: str) -> None:
+        mod = unwrap_model(mod)
+        local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+        mod._load_from_state_dict(state_dict, prefix, local_metadata, True, missing, unexpected,
+                                  errors)
+        for name, child in mod._modules.items():
+            if child is not None:
+                load(child, f'{prefix}{name}.')
+        report = _IncompatibleKeys(missing, unexpected)
+        for hook in mod._load_state_dict_post_hooks.values():
+            hook(mod, report)  # may remove keys from the two lists
+
+    load(module, '')
+    missing = [key for key in missing if 'num_batches_tracked' not in key]
+    lines = ([f'unexpected key in source state_dict: {", ".join(unexpected)}'] * bool(unexpected)
+             + [f'missing keys in source state_dict: {", ".join(missing)}'] * bool(missing)
+             + errors)  # torch's "size mismatch for ..." lines
+    if not lines:
+        return None
+    return '\n'.join([f'The {what} and loaded state dict do not match exactly'] + lines)
 
 
 def load_state_dict(module: nn.Module, state_dict: dict, strict: bool = False,
                     logger=None, what: str = 'model') -> None:
-    """Load ``state_dict`` into ``module``, as MMEngine 0.10's ``load_state_dict``.
-
-    Tensors whose shape differs from the module's are skipped (the fine-tuning case: another
-    ``num_classes``). Unexpected, missing and mismatched keys are reported in one message, a
-    warning with ``strict=False`` (the default) and a RuntimeError with ``strict=True``.
-    ``what`` names the module in that message (minimm's addition: EMAHook loads the same
-    checkpoint into its averaged copy, and the two reports must be told apart).
-    """
-    own = module.state_dict()
-    mismatched = [key for key, value in state_dict.items()
-                  if key in own and hasattr(value, 'shape') and value.shape != own[key].shape]
-    loadable = OrderedDict((k, v) for k, v in state_dict.items() if k not in mismatched)
-    missing, unexpected = module.load_state_dict(loadable, strict=False)
-    missing = [key for key in missing if key not in mismatched]
-    errors = []
-    if unexpected:
-        errors.append(f'unexpected key in source state_dict: {", ".join(unexpected)}')
-    if missing:
-        errors.append(f'missing keys in source state_dict: {", ".join(missing)}')
-    errors += [f'size mismatch for {key}: copying a param with shape '
-               f'{tuple(state_dict[key].shape)} from checkpoint, the shape in current model is '
-               f'{tuple(own[key].shape)}.' for key in mismatched]
-    if not errors:
-        return
-    message = '\n'.join([f'The {what} and loaded state dict do not match exactly'] + errors)
-    if strict:
+    """Load ``state_dict`` into ``module`` (see ``load_what_fits``); a mismatch is a RuntimeError
+    with ``strict=True``, else a warning on ``logger`` (if given). For hooks, which may not
+    import the runner; code written for MMEngine uses ``minimm.runner.checkpoint``'s. ``what``
+    names the module in the report (EMAHook loads the same checkpoint into its averaged copy, and
+    the two reports must be told apart)."""
+    message = load_what_fits(module, state_dict, what)
+    if message is not None and strict:
         raise RuntimeError(message)
-    if logger is not None:
+    if message is not None and logger is not None:
         logger.warning(message)
-
-
-def load_checkpoint_to_model(model: nn.Module, checkpoint: dict, strict: bool = False,
-                             revise_keys=((r'^module\.', ''), ), logger=None) -> dict:
-    """Load ``checkpoint['state_dict']`` (or the whole dict if it has none) into ``model``.
-
-    ``revise_keys`` are (pattern, replacement) pairs applied to every key; the default strips the
-    ``module.`` prefix that DistributedDataParallel adds.
-    """
-    state_dict = checkpoint.get('state_dict', checkpoint)
-    for pattern, replacement in revise_keys:
-        state_dict = OrderedDict((re.sub(pattern, replacement, k), v) for k, v in state_dict.items())
-    load_state_dict(unwrap_model(model), state_dict, strict=strict, logger=logger)
-    return checkpoint

@@ -48,7 +48,14 @@ def to_plain_data(value: Any, where: str = 'value', for_json: bool = False) -> A
     if isinstance(value, dict):
         items = ((to_plain_data(k, f'{where} key {k!r}', for_json),
                   to_plain_data(v, f'{where}[{k!r}]', for_json)) for k, v in value.items())
-        return OrderedDict(items) if isinstance(value, OrderedDict) else dict(items)
+        if not isinstance(value, OrderedDict):
+            return dict(items)
+        plain = OrderedDict(items)
+        if hasattr(value, '_metadata') and not for_json:
+            # A state dict's module versions, which _load_from_state_dict reads to convert
+            # the keys of an older version of a module.
+            plain._metadata = to_plain_data(value._metadata, f'{where}._metadata')
+        return plain
     reader = 'JSON' if for_json else 'torch.load(weights_only=True)'
     raise TypeError(f'{where} is a {type(value).__module__}.{type(value).__qualname__}, which '
                     f'{reader} cannot read back; store it as plain data '

@@ -245,10 +245,10 @@ def test_strict_false_skips_mismatched_shapes_and_warns_once():
         'The model and loaded state dict do not match exactly',
         'unexpected key in source state_dict: ghost',
         'missing keys in source state_dict: extra.weight, extra.bias',
-        'size mismatch for linear.weight: copying a param with shape (2, 4) from checkpoint, '
-        'the shape in current model is (3, 4).',
-        'size mismatch for linear.bias: copying a param with shape (2,) from checkpoint, '
-        'the shape in current model is (3,).']
+        'size mismatch for linear.weight: copying a param with shape torch.Size([2, 4]) from '
+        'checkpoint, the shape in current model is torch.Size([3, 4]).',
+        'size mismatch for linear.bias: copying a param with shape torch.Size([2]) from '
+        'checkpoint, the shape in current model is torch.Size([3]).']
     with pytest.raises(RuntimeError) as info:
         load_state_dict(_shape_mismatch_case()[1], source, strict=True)
     assert str(info.value).splitlines()[1:] == lines[1:]

@@ -236,6 +236,16 @@ def test_small_hooks():
     assert list(runner.log_buffer.val_history) == ['data_time', 'loss', 'time']
 
 
+def test_sampler_seed_hook_finds_the_sampler_inside_a_batch_sampler():
+    dataset = loader().dataset
+    batches = torch.utils.data.BatchSampler(DistributedSampler(dataset, 1, 0), 2, False)
+    batch_sampled = torch.utils.data.DataLoader(dataset, batch_sampler=batches)
+    runner = make_runner(max_epochs=3)
+    runner.register_hook(DistSamplerSeedHook())
+    runner.run([batch_sampled], [('train', 1)])
+    assert batches.sampler.epoch == 2  # set before each of the 3 epochs: 0, 1, 2
+
+
 def test_profiler_hook_writes_a_chrome_trace_to_the_work_dir(tmp_path):
     runner = make_runner(tmp_path, runner_cls=IterBasedRunner, max_iters=3)
     runner.register_hook(ProfilerHook(by_epoch=False, profile_iters=2, json_trace_path='trace.json'))

@@ -275,6 +275,15 @@ def test_resume_gives_the_weights_of_an_uninterrupted_run(tmp_path):
     assert resumed.meta['seed'] == 1 and resumed.meta['epoch'] == 2  # meta replaced by the file's
 
 
+def test_resume_replaces_meta_and_leaves_the_callers_dict_alone(tmp_path):
+    _train(tmp_path / 'part', 2)
+    callers_meta = dict(seed=5)
+    runner = make_runner(max_epochs=3, meta=callers_meta)
+    runner.resume(str(tmp_path / 'part' / 'epoch_2.pth'))
+    assert runner.meta['seed'] == 1 and 'hook_msgs' in runner.meta  # the file's meta
+    assert callers_meta == dict(seed=5)  # MMCV would have added hook_msgs to it
+
+
 def test_iter_based_checkpoint_is_off_by_one_and_resume_keeps_meta(tmp_path):
     runner = make_runner(tmp_path, runner_cls=IterBasedRunner, max_iters=4, meta=dict(run='a'))
     runner.register_training_hooks(lr_config=None, optimizer_config=dict(),

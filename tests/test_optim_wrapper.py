@@ -188,7 +188,7 @@ def test_build_optim_wrapper_errors():
     with pytest.raises(ValueError, match='norm_decay_mult is set, so optimizer.weight_decay'):
         build_optim_wrapper(model, dict(optimizer=dict(type='SGD', lr=0.1),
                                         paramwise_cfg=dict(norm_decay_mult=0.)))
-    with pytest.raises(KeyError, match="'MyConstructor' is not in the optimizer wrapper "
+    with pytest.raises(KeyError, match="MyConstructor is not in the mmengine::optimizer wrapper "
                                        'constructor registry'):
         build_optim_wrapper(model, dict(optimizer=dict(type='SGD', lr=0.1),
                                         constructor='MyConstructor'))
@@ -199,7 +199,7 @@ def test_build_optim_wrapper_errors():
         build_optim_wrapper(model, dict(type='OptimWrapper'))
     with pytest.raises(TypeError, match='should be an OptimWrapper'):
         build_optim_wrapper(model, 'SGD')
-    with pytest.raises(KeyError, match="'SDG' is not in the optimizer registry"):
+    with pytest.raises(KeyError, match="SDG is not in the mmengine::optimizer registry"):
         build_optim_wrapper(model, dict(optimizer=dict(type='SDG', lr=0.1)))
 
 

@@ -189,7 +189,7 @@ def test_convert_to_iter_based_errors():
 
 
 def test_build_rejects_bad_entries():
-    with pytest.raises(KeyError, match="'CosineLR' is not in the parameter scheduler registry"):
+    with pytest.raises(KeyError, match="CosineLR is not in the mmengine::parameter scheduler registry"):
         build_param_scheduler(dict(type='CosineLR'), make_optimizer())
     with pytest.raises(TypeError, match='should be a dict'):
         build_param_scheduler(['LinearLR'], make_optimizer())

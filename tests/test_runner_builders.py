@@ -62,7 +62,7 @@ def test_runners_build_honours_runner_type(tmp_path):
         cfg = _cfg(tmp_path, runner_type='MyRunner')
         assert type(RUNNERS.build(cfg)) is MyRunner
         assert type(RUNNERS.build(_cfg(tmp_path))) is Runner
-        with pytest.raises(KeyError, match="'NoSuchRunner' is not in the runner registry"):
+        with pytest.raises(KeyError, match="NoSuchRunner is not in the mmengine::runner registry"):
             RUNNERS.build(_cfg(tmp_path, runner_type='NoSuchRunner'))
     finally:
         RUNNERS.module_dict.pop('MyRunner')
@@ -96,7 +96,7 @@ def test_visualizer_type_is_built_and_an_unknown_one_is_a_registry_error(tmp_pat
         assert type(runner.visualizer) is MyVisualizer
         assert MyVisualizer.get_current_instance() is runner.visualizer
         assert runner.visualizer.get_backend('LocalVisBackend') is not None
-        with pytest.raises(KeyError, match="'DetLocalVisualizer' is not in the visualizer "
+        with pytest.raises(KeyError, match="DetLocalVisualizer is not in the mmengine::visualizer "
                                            'registry'):
             Runner.from_cfg(_cfg(tmp_path, visualizer=dict(type='DetLocalVisualizer')))
     finally:

@@ -45,11 +45,11 @@ def test_same_seed_same_losses(tmp_path):
 
 
 @pytest.mark.parametrize('override, error, pattern', [
-    (dict(model=dict(type='DigitCNN')), KeyError, "'DigitCNN' is not in the model registry.*"
+    (dict(model=dict(type='DigitCNN')), KeyError, "DigitCNN is not in the mmengine::model registry.*"
                                                   "Did you mean 'DigitsCNN'"),
     (dict(model=dict(type='DigitsCNN', num_clases=3)), TypeError,
      "DigitsCNN.*unexpected keyword argument 'num_clases'"),
-    (dict(custom_hooks=[dict(type='EMAHok')]), KeyError, "'EMAHok' is not in the hook registry"),
+    (dict(custom_hooks=[dict(type='EMAHok')]), KeyError, "EMAHok is not in the mmengine::hook registry"),
     (dict(default_hooks=dict(logger=dict(type='LoggerHook', intervall=5))), TypeError,
      "LoggerHook.*'intervall'"),
 ])
@@ -65,7 +65,7 @@ def test_bad_optimizer_and_scheduler_fail_in_train(tmp_path):
         runner.train()
     runner = Runner.from_cfg(_cfg(tmp_path / 'b', param_scheduler=dict(type='StepLRR',
                                                                        step_size=1)))
-    with pytest.raises(KeyError, match="'StepLRR' is not in the parameter scheduler registry"):
+    with pytest.raises(KeyError, match="StepLRR is not in the mmengine::parameter scheduler registry"):
         runner.train()
 
 

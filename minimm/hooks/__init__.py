@@ -17,4 +17,3 @@ from .sync_buffers_hook import SyncBuffersHook
 from .empty_cache_hook import EmptyCacheHook
 from .early_stopping_hook import EarlyStoppingHook
 from .profiler_hook import ProfilerHook
-from .check_invalid_loss_hook import CheckInvalidLossHook

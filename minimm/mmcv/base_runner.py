@@ -1,135 +1,169 @@
-"""BaseRunner, as MMCV 1.7's ``mmcv/runner/base_runner.py``: what the two runners share: state
-and counters, hook registration and calling, loading and resuming checkpoints,
-``register_training_hooks``.
+"""BaseRunner: what MMCV 1.x's two runners share.
 
-Hooks read and change the runner (``outputs``, ``log_buffer``...); even the optimizer step is a
-hook, unlike MMEngine. Left out compared with MMCV 1.7: rescaling ``iter`` on resume when the number
-of GPUs changed (it reads the config text stored in ``meta``).
+Read this file in three parts:
+
+1. the state a hook reads: ``model``, ``optimizer``, ``work_dir``, ``meta``, ``log_buffer``, ``mode``
+   and the counters ``epoch``, ``iter``, ``inner_iter`` (0-based), ``max_epochs``, ``max_iters``;
+2. the hooks: ``register_hook`` keeps them sorted by priority, ``call_hook`` runs one stage of all
+   of them, ``get_hook_info`` prints who runs where;
+3. ``register_training_hooks``: one ``register_*_hook`` per config key of an MMCV config
+   (``lr_config``, ``optimizer_config``...), each with its fixed priority.
+
+The loops themselves (``run``, ``train``, ``val``) are in ``epoch_based_runner.py`` and
+``iter_based_runner.py``. Unlike MMEngine, even the optimizer step is a hook (``OptimizerHook``):
+the model's ``train_step`` only computes the loss. Left out compared with MMCV 1.7: rescaling
+``iter`` on resume when the number of GPUs changed.
 """
 import copy
 import logging
 import os
 import os.path as osp
+import platform
+import shutil
 import warnings
 from abc import ABCMeta, abstractmethod
-from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch.optim import Optimizer
-from torch.utils.data import DataLoader
 
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, save_checkpoint
 from .dist_utils import get_dist_info
 from .hooks import HOOKS, Hook
 from .log_buffer import LogBuffer
 from .parallel import is_module_wrapper
 from .priority import Priority, get_priority
 from .registry import build_from_cfg
-from .utils import get_time_str
+from .utils import get_host_info, get_time_str, symlink
+
+# priority value -> its name, for get_hook_info ('VERY_HIGH'); other values print as numbers
+_PRIORITY_NAMES = {level.value: level.name for level in Priority}
+
+
+def _check_step_function(model, batch_processor):
+    """A model brings ``train_step``/``val_step``; the old way, a ``batch_processor`` function,
+    still works but excludes them (which of the two should run?)."""
+    if batch_processor is None:
+        assert hasattr(model, 'train_step'), 'the model needs a train_step method'
+        return
+    if not callable(batch_processor):
+        raise TypeError(f'batch_processor must be callable, but got {type(batch_processor)}')
+    warnings.warn('batch_processor is deprecated, please implement train_step() and '
+                  'val_step() in the model instead.', DeprecationWarning)
+    inner = model.module if is_module_wrapper(model) else model
+    if hasattr(inner, 'train_step') or hasattr(inner, 'val_step'):
+        raise RuntimeError('batch_processor and model.train_step()/model.val_step() '
+                           'cannot be both available.')
+
+
+def _check_optimizer(optimizer):
+    """None, one optimizer, or a dict of them (a GAN's generator and discriminator)."""
+    if optimizer is None or isinstance(optimizer, Optimizer):
+        return
+    if not isinstance(optimizer, dict):
+        raise TypeError('optimizer must be a torch.optim.Optimizer object or dict or None, '
+                        f'but got {type(optimizer)}')
+    for name, value in optimizer.items():
+        if not isinstance(value, Optimizer):
+            raise TypeError('optimizer must be a dict of torch.optim.Optimizers, '
+                            f'but optimizer["{name}"] is a {type(value)}')
+
+
+def _group_momentum(group):
+    """SGD keeps ``momentum``; Adam-like optimizers keep it as ``betas[0]``; others have none."""
+    if 'momentum' in group:
+        return group['momentum']
+    if 'betas' in group:
+        return group['betas'][0]
+    return 0
+
+
+def _hook_from_policy(config, suffix):
+    """Build an lr or momentum updater from a config with a ``policy`` key (``'step'``,
+    ``'CosineAnnealing'``...): the class is the policy's name plus ``suffix``."""
+    assert 'policy' in config, f'{suffix} config needs a "policy"'
+    policy = config.pop('policy')
+    # An all-lower-case policy is title-cased ('step' -> 'Step'); any other is kept as written.
+    # MMCV's own rule, with its catch: 'cosineannealing' -> 'Cosineannealing', which no class
+    # is named; write 'CosineAnnealing'.
+    if policy == policy.lower():
+        policy = policy.title()
+    config['type'] = policy + suffix
+    return build_from_cfg(config, HOOKS)
+
+
+def _hook_of_type(config, default_type):
+    """Build a hook from a config whose ``type`` defaults to ``default_type``."""
+    config.setdefault('type', default_type)
+    return build_from_cfg(config, HOOKS)
 
 
 class BaseRunner(metaclass=ABCMeta):
-    """The base of ``EpochBasedRunner`` and ``IterBasedRunner`` (they implement ``run``, ``train``,
-    ``val``, ``save_checkpoint``). ``model`` has ``train_step(data_batch, optimizer)``/``val_step``
-    (or give a deprecated ``batch_processor``); ``optimizer`` may be a dict of them (GANs)."""
+    """The base of ``EpochBasedRunner`` and ``IterBasedRunner``, which add ``run``, ``train``,
+    ``val`` and ``save_checkpoint``. ``model`` has ``train_step(data_batch, optimizer)`` and
+    ``val_step`` returning ``dict(loss=..., log_vars=..., num_samples=...)``."""
 
-    def __init__(self,
-                 model: torch.nn.Module,
-                 batch_processor: Optional[Callable] = None,
-                 optimizer: Union[Dict, torch.optim.Optimizer, None] = None,
-                 work_dir: Optional[str] = None,
-                 logger: Optional[logging.Logger] = None,
-                 meta: Optional[Dict] = None,
-                 max_iters: Optional[int] = None,
-                 max_epochs: Optional[int] = None) -> None:
-        if batch_processor is not None:
-            if not callable(batch_processor):
-                raise TypeError('batch_processor must be callable, '
-                                f'but got {type(batch_processor)}')
-            warnings.warn('batch_processor is deprecated, please implement train_step() and '
-                          'val_step() in the model instead.', DeprecationWarning)
-            _model = model.module if is_module_wrapper(model) else model
-            if hasattr(_model, 'train_step') or hasattr(_model, 'val_step'):
-                raise RuntimeError('batch_processor and model.train_step()/model.val_step() '
-                                   'cannot be both available.')
-        else:
-            assert hasattr(model, 'train_step')
-
-        if isinstance(optimizer, dict):
-            for name, optim in optimizer.items():
-                if not isinstance(optim, Optimizer):
-                    raise TypeError(f'optimizer must be a dict of torch.optim.Optimizers, '
-                                    f'but optimizer["{name}"] is a {type(optim)}')
-        elif not isinstance(optimizer, Optimizer) and optimizer is not None:
-            raise TypeError(f'optimizer must be a torch.optim.Optimizer object or dict or None, '
-                            f'but got {type(optimizer)}')
-
-        if not isinstance(logger, logging.Logger):
-            raise TypeError(f'logger must be a logging.Logger object, but got {type(logger)}')
-
-        if meta is not None and not isinstance(meta, dict):
-            raise TypeError(f'meta must be a dict or None, but got {type(meta)}')
+    def __init__(self, model, batch_processor=None, optimizer=None, work_dir=None, logger=None,
+                 meta=None, max_iters=None, max_epochs=None):
+        _check_step_function(model, batch_processor)
+        _check_optimizer(optimizer)
+        type_checks = [
+            (isinstance(logger, logging.Logger),  # None too is refused, despite the default
+             f'logger must be a logging.Logger object, but got {type(logger)}'),
+            (meta is None or isinstance(meta, dict),
+             f'meta must be a dict or None, but got {type(meta)}'),
+            (work_dir is None or isinstance(work_dir, str), '"work_dir" must be a str or None'),
+        ]
+        for passed, message in type_checks:
+            if not passed:
+                raise TypeError(message)
+        if max_epochs is not None and max_iters is not None:
+            raise ValueError('Only one of `max_epochs` or `max_iters` can be set.')
 
         self.model = model
         self.batch_processor = batch_processor
         self.optimizer = optimizer
         self.logger = logger
-        self.meta = meta
-        if isinstance(work_dir, str):
-            self.work_dir: Optional[str] = osp.abspath(work_dir)
+        self.meta = meta  # the caller's dict itself: hooks keep their notes in meta['hook_msgs']
+        self.work_dir = None
+        if work_dir is not None:
+            self.work_dir = osp.abspath(work_dir)
             os.makedirs(self.work_dir, exist_ok=True)
-        elif work_dir is None:
-            self.work_dir = None
-        else:
-            raise TypeError('"work_dir" must be a str or None')
-
-        if hasattr(self.model, 'module'):
-            self._model_name = self.model.module.__class__.__name__
-        else:
-            self._model_name = self.model.__class__.__name__
-
+        self._model_name = type(getattr(model, 'module', model)).__name__
         self._rank, self._world_size = get_dist_info()
         self.timestamp = get_time_str()
-        self.mode: Optional[str] = None
-        self._hooks: List[Hook] = []
-        self._epoch = 0
-        self._iter = 0
-        self._inner_iter = 0
-
-        if max_epochs is not None and max_iters is not None:
-            raise ValueError('Only one of `max_epochs` or `max_iters` can be set.')
-
-        self._max_epochs = max_epochs
-        self._max_iters = max_iters
+        self.mode = None  # 'train' or 'val' while one of them runs
+        self._hooks = []
+        self._epoch = self._iter = self._inner_iter = 0
+        self._max_epochs, self._max_iters = max_epochs, max_iters
         self.log_buffer = LogBuffer()
 
+    # -- read-only views of the state --------------------------------------------------------
     @property
-    def model_name(self) -> str:
+    def model_name(self):
         return self._model_name
 
     @property
-    def rank(self) -> int:
+    def rank(self):
         return self._rank
 
     @property
-    def world_size(self) -> int:
+    def world_size(self):
         return self._world_size
 
     @property
-    def hooks(self) -> List[Hook]:
+    def hooks(self):  # in calling order
         return self._hooks
 
     @property
-    def epoch(self) -> int:
+    def epoch(self):
         return self._epoch
 
     @property
-    def iter(self) -> int:
+    def iter(self):  # train iterations done, over all epochs
         return self._iter
 
     @property
-    def inner_iter(self) -> int:
+    def inner_iter(self):  # the batch index within the loader being run
         return self._inner_iter
 
     @property
@@ -140,6 +174,7 @@ class BaseRunner(metaclass=ABCMeta):
     def max_iters(self):
         return self._max_iters
 
+    # -- what each runner implements ---------------------------------------------------------
     @abstractmethod
     def train(self):
         pass
@@ -149,248 +184,215 @@ class BaseRunner(metaclass=ABCMeta):
         pass
 
     @abstractmethod
-    def run(self, data_loaders: List[DataLoader], workflow: List[Tuple[str, int]],
-            **kwargs) -> Any:
+    def run(self, data_loaders, workflow, **kwargs):
         pass
 
     @abstractmethod
-    def save_checkpoint(self, out_dir: str, filename_tmpl: str, save_optimizer: bool = True,
-                        meta: Optional[Dict] = None, create_symlink: bool = True) -> None:
+    def save_checkpoint(self, out_dir, filename_tmpl, save_optimizer=True, meta=None,
+                        create_symlink=True):
         pass
 
-    def current_lr(self) -> Union[List[float], Dict[str, List[float]]]:
-        """Every param group's lr: a list, or a dict of lists for a dict of optimizers."""
-        lr: Union[List[float], Dict[str, List[float]]]
-        if isinstance(self.optimizer, torch.optim.Optimizer):
-            lr = [group['lr'] for group in self.optimizer.param_groups]
-        elif isinstance(self.optimizer, dict):
-            lr = dict()
-            for name, optim in self.optimizer.items():
-                lr[name] = [group['lr'] for group in optim.param_groups]
-        else:
-            raise RuntimeError('lr is not applicable because optimizer does not exist.')
-        return lr
+    # -- what both run() methods do first ----------------------------------------------------
+    def _check_workflow(self, data_loaders, workflow):
+        """``workflow``: a list of ``(phase, count)``, with one data loader for each entry."""
+        assert isinstance(data_loaders, list) and isinstance(workflow, list)
+        assert all(isinstance(phase, tuple) for phase in workflow)
+        assert len(workflow) == len(data_loaders), 'one data loader per workflow phase'
 
-    def current_momentum(self) -> Union[List[float], Dict[str, List[float]]]:
-        """Every param group's ``momentum``, else ``betas[0]`` (Adam-like), else 0."""
+    def _warn_length_given_to_run(self, name):
+        """``run(..., max_epochs=n)``: the old place for the length; it still works."""
+        warnings.warn(f'setting {name} in run is deprecated, please set {name} in runner_config',
+                      DeprecationWarning)
 
-        def _get_momentum(optimizer):
-            momentums = []
-            for group in optimizer.param_groups:
-                if 'momentum' in group.keys():
-                    momentums.append(group['momentum'])
-                elif 'betas' in group.keys():
-                    momentums.append(group['betas'][0])
-                else:
-                    momentums.append(0)
-            return momentums
+    def _log_start(self, workflow, max_count, unit):
+        """The three lines every run starts its log with: where, the hook table, how long."""
+        self.logger.info('Start running, host: %s, work_dir: %s', get_host_info(),
+                         self.work_dir or 'NONE')
+        self.logger.info('Hooks will be executed in the following order:\n%s',
+                         self.get_hook_info())
+        self.logger.info(f'workflow: %s, max: %d {unit}', workflow, max_count)
 
-        if self.optimizer is None:
-            raise RuntimeError('momentum is not applicable because optimizer does not exist.')
-        elif isinstance(self.optimizer, torch.optim.Optimizer):
-            momentums = _get_momentum(self.optimizer)
-        elif isinstance(self.optimizer, dict):
-            momentums = dict()
-            for name, optim in self.optimizer.items():
-                momentums[name] = _get_momentum(optim)
-        return momentums
+    def _record_outputs(self, outputs, step_name):
+        """Keep what a step returned: ``outputs`` for the hooks, its ``log_vars`` (weighted by
+        ``num_samples``) in the log buffer for the logger hooks."""
+        if not isinstance(outputs, dict):
+            raise TypeError(f'{step_name} must return a dict')
+        if 'log_vars' in outputs:
+            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
+        self.outputs = outputs
 
-    def register_hook(self, hook: Hook, priority: Union[int, str, Priority] = 'NORMAL') -> None:
-        """Insert ``hook`` after every registered hook of lower or equal priority value (hooks of
-        one priority run in registration order). ``priority`` becomes the hook's attribute."""
+    # -- lr and momentum, as logger hooks print them -----------------------------------------
+    def _per_param_group(self, read, what):
+        """``read(group)`` of every param group: a list, or a dict of lists for a dict of
+        optimizers."""
+        if isinstance(self.optimizer, Optimizer):
+            return [read(group) for group in self.optimizer.param_groups]
+        if isinstance(self.optimizer, dict):
+            return {name: [read(group) for group in optim.param_groups]
+                    for name, optim in self.optimizer.items()}
+        raise RuntimeError(f'{what} is not applicable because optimizer does not exist.')
+
+    def current_lr(self):
+        return self._per_param_group(lambda group: group['lr'], 'lr')
+
+    def current_momentum(self):
+        return self._per_param_group(_group_momentum, 'momentum')
+
+    # -- hooks -------------------------------------------------------------------------------
+    def register_hook(self, hook, priority='NORMAL'):
+        """Add ``hook`` behind every hook whose priority value is lower or equal (so hooks of
+        one priority run in the order they were registered). The hook keeps its priority as
+        ``hook.priority``, which is why one instance cannot be registered twice."""
         assert isinstance(hook, Hook)
         if hasattr(hook, 'priority'):
             raise ValueError('"priority" is a reserved attribute for hooks')
-        priority = get_priority(priority)
-        hook.priority = priority
-        inserted = False
-        for i in range(len(self._hooks) - 1, -1, -1):
-            if priority >= self._hooks[i].priority:
-                self._hooks.insert(i + 1, hook)
-                inserted = True
-                break
-        if not inserted:
-            self._hooks.insert(0, hook)
+        hook.priority = get_priority(priority)
+        position = len(self._hooks)
+        while position > 0 and self._hooks[position - 1].priority > hook.priority:
+            position -= 1
+        self._hooks.insert(position, hook)
 
-    def register_hook_from_cfg(self, hook_cfg: Dict) -> None:
-        """Build a hook from ``hook_cfg`` (``type``, optional ``priority``) and register it."""
-        hook_cfg = hook_cfg.copy()
-        priority = hook_cfg.pop('priority', 'NORMAL')
-        hook = build_from_cfg(hook_cfg, HOOKS)
-        self.register_hook(hook, priority=priority)
+    def register_hook_from_cfg(self, hook_cfg):
+        """Build a hook from its config (``priority`` defaults to ``'NORMAL'``) and register it.
+        The caller's dict is not changed."""
+        hook = build_from_cfg({k: v for k, v in hook_cfg.items() if k != 'priority'}, HOOKS)
+        self.register_hook(hook, priority=hook_cfg.get('priority', 'NORMAL'))
 
-    def call_hook(self, fn_name: str) -> None:
-        """Call ``fn_name`` (a stage, such as ``'before_train_epoch'``) of every hook, in order."""
+    def call_hook(self, fn_name):
+        """Run stage ``fn_name`` (``'before_train_iter'``...) of every hook, in priority order."""
         for hook in self._hooks:
             getattr(hook, fn_name)(self)
 
-    def get_hook_info(self) -> str:
-        """Per stage, the hooks it calls in order, one ``(PRIORITY    ) ClassName`` line each."""
-        stage_hook_map: Dict[str, list] = {stage: [] for stage in Hook.stages}
-        for hook in self.hooks:
-            try:
-                priority = Priority(hook.priority).name
-            except ValueError:
-                priority = hook.priority
-            classname = hook.__class__.__name__
-            hook_info = f'({priority:<12}) {classname:<35}'
-            for trigger_stage in hook.get_triggered_stages():
-                stage_hook_map[trigger_stage].append(hook_info)
+    def get_hook_info(self):
+        """A table of who runs where: for each stage that has hooks, one line per hook,
+        ``(PRIORITY    ) ClassName``, in calling order (the runner logs it at the start)."""
+        per_stage = {stage: [] for stage in Hook.stages}
+        for hook in self._hooks:
+            level = _PRIORITY_NAMES.get(hook.priority, hook.priority)
+            line = f'({level:<12}) {type(hook).__name__:<35}'
+            for stage in hook.get_triggered_stages():
+                per_stage[stage].append(line)
+        blocks = [f'{stage}:\n' + '\n'.join(lines) + '\n -------------------- '
+                  for stage, lines in per_stage.items() if lines]
+        return '\n'.join(blocks)
 
-        stage_hook_infos = []
-        for stage in Hook.stages:
-            hook_infos = stage_hook_map[stage]
-            if len(hook_infos) > 0:
-                info = f'{stage}:\n'
-                info += '\n'.join(hook_infos)
-                info += '\n -------------------- '
-                stage_hook_infos.append(info)
-        return '\n'.join(stage_hook_infos)
-
-    def load_checkpoint(self, filename: str, map_location: Union[str, Callable] = 'cpu',
-                        strict: bool = False,
-                        revise_keys: List = [(r'^module.', '')]) -> Union[Dict, OrderedDict]:
+    # -- checkpoints -------------------------------------------------------------------------
+    def load_checkpoint(self, filename, map_location='cpu', strict=False,
+                        revise_keys=[(r'^module.', '')]):
         return load_checkpoint(self.model, filename, map_location, strict, self.logger,
                                revise_keys=revise_keys)
 
-    def resume(self, checkpoint: str, resume_optimizer: bool = True,
-               map_location: Union[str, Callable] = 'default') -> None:
-        """Restore weights, optimizer(s), ``epoch``/``iter`` and ``meta`` (the runner's ``meta``
-        is **replaced** by the checkpoint's; ``inner_iter`` is untouched). ``'default'``
-        maps the tensors to the current GPU, or keeps them on the CPU without one."""
-        if map_location == 'default':
-            if torch.cuda.is_available():
-                device_id = torch.cuda.current_device()
-                checkpoint = self.load_checkpoint(checkpoint, map_location=f'cuda:{device_id}')
-            else:
-                checkpoint = self.load_checkpoint(checkpoint)
+    def _load_optimizer_state(self, checkpoint):
+        saved = checkpoint['optimizer']
+        if isinstance(self.optimizer, dict):  # one state per optimizer, under the same names
+            for name, optim in self.optimizer.items():
+                optim.load_state_dict(saved[name])
+        elif isinstance(self.optimizer, Optimizer):
+            self.optimizer.load_state_dict(saved)
         else:
-            checkpoint = self.load_checkpoint(checkpoint, map_location=map_location)
+            raise TypeError('Optimizer should be dict or torch.optim.Optimizer '
+                            f'but got {type(self.optimizer)}')
 
-        self._epoch = checkpoint['meta']['epoch']
-        self._iter = checkpoint['meta']['iter']
-        if self.meta is None:
-            self.meta = {}
-        self.meta.setdefault('hook_msgs', {})
-        # `last_ckpt`, `best_score`, `best_ckpt`... of the hooks
-        self.meta['hook_msgs'].update(checkpoint['meta'].get('hook_msgs', {}))
-        self.meta = checkpoint['meta']
-
-        if 'optimizer' in checkpoint and resume_optimizer:
-            if isinstance(self.optimizer, Optimizer):
-                self.optimizer.load_state_dict(checkpoint['optimizer'])
-            elif isinstance(self.optimizer, dict):
-                for k in self.optimizer.keys():
-                    self.optimizer[k].load_state_dict(checkpoint['optimizer'][k])
-            else:
-                raise TypeError('Optimizer should be dict or torch.optim.Optimizer '
-                                f'but got {type(self.optimizer)}')
-
+    def resume(self, checkpoint, resume_optimizer=True, map_location='default'):
+        """Continue from a checkpoint: weights, ``epoch`` and ``iter``, the optimizer state, and
+        ``meta``. The runner's ``meta`` is **replaced** by the checkpoint's, as in MMCV (so what
+        the hooks noted in ``meta['hook_msgs']``, the best score say, comes back). ``'default'``
+        puts the tensors on the current GPU, or on the CPU without one."""
+        if map_location == 'default':
+            on_gpu = torch.cuda.is_available()
+            map_location = f'cuda:{torch.cuda.current_device()}' if on_gpu else 'cpu'
+        checkpoint = self.load_checkpoint(checkpoint, map_location=map_location)
+        meta = checkpoint['meta']
+        self._epoch, self._iter = meta['epoch'], meta['iter']
+        self.meta = meta
+        if resume_optimizer and 'optimizer' in checkpoint:
+            self._load_optimizer_state(checkpoint)
         self.logger.info('resumed epoch %d, iter %d', self.epoch, self.iter)
 
-    # A dict lr_config/momentum_config names its hook by ``policy``: an all-lowercase policy is
-    # title-cased ('step' -> 'StepLrUpdaterHook'), any other is kept ('CosineAnnealing').
-    def register_lr_hook(self, lr_config: Union[Dict, Hook, None]) -> None:
-        if lr_config is None:
+    def _write_checkpoint(self, out_dir, filename, save_optimizer, meta, create_symlink):
+        """What both runners' ``save_checkpoint`` do once they know the file name: the runner's
+        ``meta``, then the counters, go into the file's meta; ``latest.pth`` is pointed at it."""
+        if meta is None:
+            meta = {}
+        elif not isinstance(meta, dict):
+            raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
+        meta.update(self.meta or {})
+        # Counted as if the current epoch were done: resuming starts the next one.
+        meta.update(epoch=self.epoch + 1, iter=self.iter)
+        path = osp.join(out_dir, filename)
+        save_checkpoint(self.model, path, optimizer=self.optimizer if save_optimizer else None,
+                        meta=meta)
+        if not create_symlink:
             return
-        elif isinstance(lr_config, dict):
-            assert 'policy' in lr_config
-            policy_type = lr_config.pop('policy')
-            if policy_type == policy_type.lower():
-                policy_type = policy_type.title()
-            hook_type = policy_type + 'LrUpdaterHook'
-            lr_config['type'] = hook_type
-            hook = build_from_cfg(lr_config, HOOKS)
+        latest = osp.join(out_dir, 'latest.pth')
+        if platform.system() == 'Windows':  # links need extra rights there: copy instead
+            shutil.copy(path, latest)
         else:
-            hook = lr_config
-        self.register_hook(hook, priority='VERY_HIGH')
+            symlink(filename, latest)  # relative, so the folder can be moved
 
-    def register_momentum_hook(self, momentum_config: Union[Dict, Hook, None]) -> None:
-        if momentum_config is None:
+    # -- building the standard hooks from an MMCV config -------------------------------------
+    # Each config key may be None (no such hook), a ready hook, or a dict to build one from. As
+    # in MMCV, a dict is changed in place (``policy`` popped, ``type`` set), so reusing one fails.
+    def _register_standard_hook(self, config, priority, build):
+        if config is None:
             return
-        if isinstance(momentum_config, dict):
-            assert 'policy' in momentum_config
-            policy_type = momentum_config.pop('policy')
-            if policy_type == policy_type.lower():
-                policy_type = policy_type.title()
-            hook_type = policy_type + 'MomentumUpdaterHook'
-            momentum_config['type'] = hook_type
-            hook = build_from_cfg(momentum_config, HOOKS)
-        else:
-            hook = momentum_config
-        self.register_hook(hook, priority='HIGH')
+        self.register_hook(build(config) if isinstance(config, dict) else config, priority)
 
-    def register_optimizer_hook(self, optimizer_config: Union[Dict, Hook, None]) -> None:
-        if optimizer_config is None:
-            return
-        if isinstance(optimizer_config, dict):
-            optimizer_config.setdefault('type', 'OptimizerHook')
-            hook = build_from_cfg(optimizer_config, HOOKS)
-        else:
-            hook = optimizer_config
-        self.register_hook(hook, priority='ABOVE_NORMAL')
+    def register_lr_hook(self, lr_config):
+        self._register_standard_hook(lr_config, 'VERY_HIGH',
+                                     lambda cfg: _hook_from_policy(cfg, 'LrUpdaterHook'))
 
-    def register_checkpoint_hook(self, checkpoint_config: Union[Dict, Hook, None]) -> None:
-        if checkpoint_config is None:
-            return
-        if isinstance(checkpoint_config, dict):
-            checkpoint_config.setdefault('type', 'CheckpointHook')
-            hook = build_from_cfg(checkpoint_config, HOOKS)
-        else:
-            hook = checkpoint_config
-        self.register_hook(hook, priority='NORMAL')
+    def register_momentum_hook(self, momentum_config):
+        self._register_standard_hook(momentum_config, 'HIGH',
+                                     lambda cfg: _hook_from_policy(cfg, 'MomentumUpdaterHook'))
 
-    def register_logger_hooks(self, log_config: Optional[Dict]) -> None:
+    def register_optimizer_hook(self, optimizer_config):
+        self._register_standard_hook(optimizer_config, 'ABOVE_NORMAL',
+                                     lambda cfg: _hook_of_type(cfg, 'OptimizerHook'))
+
+    def register_checkpoint_hook(self, checkpoint_config):
+        self._register_standard_hook(checkpoint_config, 'NORMAL',
+                                     lambda cfg: _hook_of_type(cfg, 'CheckpointHook'))
+
+    def register_timer_hook(self, timer_config):
+        # built from a copy: the default of register_training_hooks is one dict, shared by all
+        self._register_standard_hook(timer_config, 'LOW',
+                                     lambda cfg: build_from_cfg(copy.deepcopy(cfg), HOOKS))
+
+    def register_logger_hooks(self, log_config):
+        """``log_config = dict(interval=50, hooks=[dict(type='TextLoggerHook'), ...])``: the
+        interval is each logger's default; all of them run last (VERY_LOW), in list order."""
         if log_config is None:
             return
-        log_interval = log_config['interval']
-        for info in log_config['hooks']:
-            logger_hook = build_from_cfg(info, HOOKS, default_args=dict(interval=log_interval))
-            self.register_hook(logger_hook, priority='VERY_LOW')
+        for hook_cfg in log_config['hooks']:
+            hook = build_from_cfg(hook_cfg, HOOKS,
+                                  default_args=dict(interval=log_config['interval']))
+            self.register_hook(hook, priority='VERY_LOW')
 
-    def register_timer_hook(self, timer_config: Union[Dict, Hook, None]) -> None:
-        if timer_config is None:
-            return
-        if isinstance(timer_config, dict):
-            timer_config_ = copy.deepcopy(timer_config)
-            hook = build_from_cfg(timer_config_, HOOKS)
-        else:
-            hook = timer_config
-        self.register_hook(hook, priority='LOW')
-
-    def register_custom_hooks(self, custom_config: Union[List, Dict, Hook, None]) -> None:
+    def register_custom_hooks(self, custom_config):
+        """``custom_hooks``: a list of configs (each may carry its ``priority``) or hooks
+        (NORMAL), or just one of them."""
         if custom_config is None:
             return
-        if not isinstance(custom_config, list):
-            custom_config = [custom_config]
-        for item in custom_config:
+        items = custom_config if isinstance(custom_config, list) else [custom_config]
+        for item in items:
             if isinstance(item, dict):
                 self.register_hook_from_cfg(item)
             else:
                 self.register_hook(item, priority='NORMAL')
 
-    def register_profiler_hook(self, profiler_config: Union[Dict, Hook, None]) -> None:
-        if profiler_config is None:
-            return
-        if isinstance(profiler_config, dict):
-            profiler_config.setdefault('type', 'ProfilerHook')
-            hook = build_from_cfg(profiler_config, HOOKS)
-        else:
-            hook = profiler_config
-        self.register_hook(hook)
+    def register_profiler_hook(self, profiler_config):
+        self._register_standard_hook(profiler_config, 'NORMAL',
+                                     lambda cfg: _hook_of_type(cfg, 'ProfilerHook'))
 
-    def register_training_hooks(self,
-                                lr_config: Union[Dict, Hook, None],
-                                optimizer_config: Union[Dict, Hook, None] = None,
-                                checkpoint_config: Union[Dict, Hook, None] = None,
-                                log_config: Optional[Dict] = None,
-                                momentum_config: Union[Dict, Hook, None] = None,
-                                timer_config: Union[Dict, Hook] = dict(type='IterTimerHook'),
-                                custom_hooks_config: Union[List, Dict, Hook, None] = None
-                                ) -> None:
-        """Register lr (VERY_HIGH), momentum (HIGH), optimizer (ABOVE_NORMAL), checkpoint
-        (NORMAL), timer (LOW), logger (VERY_LOW) hooks, then the custom ones (NORMAL unless they
-        say otherwise), as MMCV: dict configs are changed in place."""
+    def register_training_hooks(self, lr_config, optimizer_config=None, checkpoint_config=None,
+                                log_config=None, momentum_config=None,
+                                timer_config=dict(type='IterTimerHook'),
+                                custom_hooks_config=None):
+        """Register the hooks an MMCV config describes, in this order: lr (VERY_HIGH), momentum
+        (HIGH), optimizer (ABOVE_NORMAL), checkpoint (NORMAL), timer (LOW), loggers (VERY_LOW),
+        then the custom hooks. A custom hook of the same priority as a standard one runs after
+        it. As in MMCV, dict configs are changed in place."""
         self.register_lr_hook(lr_config)
         self.register_momentum_hook(momentum_config)
         self.register_optimizer_hook(optimizer_config)

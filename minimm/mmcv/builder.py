@@ -1,11 +1,11 @@
-"""``RUNNERS``, ``RUNNER_BUILDERS`` and ``build_runner``, as MMCV 1.7's ``mmcv/runner/builder.py``.
+"""The runner registries and ``build_runner``.
 
-A runner is built by a *runner constructor* (``DefaultRunnerConstructor`` unless the config names
-another with ``constructor=``), so a project can add attributes to a runner it builds from a config.
-Left out compared with MMCV 1.7: nothing.
+A config does not build its runner directly: ``build_runner`` hands the config to a *runner
+constructor* from ``RUNNER_BUILDERS`` (``DefaultRunnerConstructor`` unless the config says
+``constructor='...'``), and the constructor builds the runner from ``RUNNERS``. A project that
+needs to adjust every runner it builds registers its own constructor instead of a new runner.
 """
 import copy
-from typing import Optional
 
 from minimm.registry import Registry
 
@@ -19,11 +19,12 @@ def build_runner_constructor(cfg: dict):
     return RUNNER_BUILDERS.build(cfg)
 
 
-def build_runner(cfg: dict, default_args: Optional[dict] = None):
-    """Build a runner from ``cfg`` (``type='EpochBasedRunner'``...); ``cfg`` is not modified."""
+def build_runner(cfg: dict, default_args: dict = None):
+    """Build the runner ``cfg`` describes (``type='EpochBasedRunner', max_epochs=12``...);
+    ``default_args`` (model, optimizer, logger...) fill in what it leaves out. ``cfg`` is copied
+    first, so the caller's config keeps its ``constructor`` key."""
     runner_cfg = copy.deepcopy(cfg)
-    constructor_type = runner_cfg.pop('constructor', 'DefaultRunnerConstructor')
-    runner_constructor = build_runner_constructor(
-        dict(type=constructor_type, runner_cfg=runner_cfg, default_args=default_args))
-    runner = runner_constructor()
-    return runner
+    constructor_name = runner_cfg.pop('constructor', 'DefaultRunnerConstructor')
+    constructor = build_runner_constructor(
+        dict(type=constructor_name, runner_cfg=runner_cfg, default_args=default_args))
+    return constructor()

@@ -1,21 +1,19 @@
-"""DefaultRunnerConstructor, as MMCV 1.7's: builds ``runner_cfg`` from ``RUNNERS``.
+"""DefaultRunnerConstructor: what ``build_runner`` uses unless a config names another.
 
-A project registers its own constructor in ``RUNNER_BUILDERS`` to change the runner it builds (add
-attributes, wrap methods) and names it with ``runner=dict(..., constructor='MyConstructor')``.
+It only keeps the config and builds it from ``RUNNERS`` when called. A constructor of your own
+(registered in ``RUNNER_BUILDERS``, named by ``runner=dict(..., constructor='Mine')``) has the same
+two methods and may change the runner before returning it.
 """
-from typing import Optional
-
 from .builder import RUNNER_BUILDERS, RUNNERS
 
 
 @RUNNER_BUILDERS.register_module()
 class DefaultRunnerConstructor:
 
-    def __init__(self, runner_cfg: dict, default_args: Optional[dict] = None):
+    def __init__(self, runner_cfg: dict, default_args: dict = None):
         if not isinstance(runner_cfg, dict):
             raise TypeError(f'runner_cfg should be a dict, but got {type(runner_cfg)}')
-        self.runner_cfg = runner_cfg
-        self.default_args = default_args
+        self.runner_cfg, self.default_args = runner_cfg, default_args
 
     def __call__(self):
         return RUNNERS.build(self.runner_cfg, default_args=self.default_args)

@@ -8,23 +8,17 @@ in-place division fails on current PyTorch. Left out: the MPI and Slurm launcher
 ``init_dist`` (``init_dist('pytorch')``, for runs started by torchrun, is the one there is) and
 MLU/NPU devices.
 """
-from typing import List
-
-import torch
-
 from minimm.dist import all_reduce_params, get_dist_info, init_dist, master_only
 
 __all__ = ['get_dist_info', 'master_only', 'init_dist', 'allreduce_params', 'allreduce_grads']
 
 
-def allreduce_params(params: List[torch.nn.Parameter], coalesce: bool = True,
-                     bucket_size_mb: int = -1) -> None:
+def allreduce_params(params, coalesce=True, bucket_size_mb=-1):
     """Average ``params`` (parameters or buffers) over the ranks, in place."""
     all_reduce_params(params, coalesce=coalesce, bucket_size_mb=bucket_size_mb, op='mean')
 
 
-def allreduce_grads(params: List[torch.nn.Parameter], coalesce: bool = True,
-                    bucket_size_mb: int = -1) -> None:
+def allreduce_grads(params, coalesce=True, bucket_size_mb=-1):
     """Average the gradients of ``params`` over the ranks, in place (for models not wrapped in
     DistributedDataParallel, which averages them itself)."""
     grads = [param.grad.data for param in params

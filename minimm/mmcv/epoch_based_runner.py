@@ -1,150 +1,120 @@
-"""EpochBasedRunner, as MMCV 1.7's: ``run(data_loaders, [('train', 1), ('val', 1)])``.
+"""EpochBasedRunner: train (and validate) epoch by epoch.
 
-Train and val epochs alternate until ``max_epochs`` train epochs are done; ``train_step`` returns
-``dict(loss, log_vars, num_samples)`` and hooks do the rest. MMCV 1.7's quirks are kept: a val phase
-runs after the last train epoch, ``val`` drops ``**kwargs``, ``before_train_epoch`` sees the
-previous phase's ``inner_iter``. Left out: MMCV's sleeps (2 s before each epoch, 1 s before
-``after_run``: they only changed timings).
+``runner.run([train_loader, val_loader], [('train', 1), ('val', 1)])`` runs one train epoch, then
+one val epoch, again and again until ``max_epochs`` train epochs are done. The model's
+``train_step`` returns ``dict(loss=..., log_vars=..., num_samples=...)``; everything else, even
+``loss.backward()`` and the optimizer step, is done by hooks at the stages below.
+
+MMCV 1.7's quirks are kept, since hooks written for it count on them: a val phase still runs
+after the last train epoch; ``val`` does not pass ``**kwargs`` on to ``val_step``;
+``before_train_epoch`` sees the ``inner_iter`` the previous phase left. Left out: MMCV's sleeps
+(2 s before each epoch, 1 s before ``after_run``), which only changed timings.
 """
-import os.path as osp
-import platform
-import shutil
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils.data import DataLoader
 
 from .base_runner import BaseRunner
 from .builder import RUNNERS
-from .checkpoint import save_checkpoint
-from .utils import get_host_info, symlink
 
 
 @RUNNERS.register_module()
 class EpochBasedRunner(BaseRunner):
-    """Trains the model epoch by epoch."""
 
-    def run_iter(self, data_batch: Any, train_mode: bool, **kwargs) -> None:
+    def run_iter(self, data_batch, train_mode, **kwargs):
+        """One step of the model (or of the old ``batch_processor``) on one batch; its
+        ``log_vars`` go into the log buffer, its whole result into ``self.outputs``."""
         if self.batch_processor is not None:
-            outputs = self.batch_processor(self.model, data_batch, train_mode=train_mode, **kwargs)
-        elif train_mode:
-            outputs = self.model.train_step(data_batch, self.optimizer, **kwargs)
+            outputs = self.batch_processor(self.model, data_batch, train_mode=train_mode,
+                                           **kwargs)
         else:
-            outputs = self.model.val_step(data_batch, self.optimizer, **kwargs)
-        if not isinstance(outputs, dict):
-            raise TypeError('"batch_processor()" or "model.train_step()"'
-                            'and "model.val_step()" must return a dict')
-        if 'log_vars' in outputs:
-            self.log_buffer.update(outputs['log_vars'], outputs['num_samples'])
-        self.outputs = outputs
+            step = self.model.train_step if train_mode else self.model.val_step
+            outputs = step(data_batch, self.optimizer, **kwargs)
+        self._record_outputs(
+            outputs, '"batch_processor()" or "model.train_step()" and "model.val_step()"')
 
     def train(self, data_loader, **kwargs):
         self.model.train()
         self.mode = 'train'
         self.data_loader = data_loader
-        self._max_iters = self._max_epochs * len(self.data_loader)
+        self._max_iters = self._max_epochs * len(data_loader)
         self.call_hook('before_train_epoch')
-        for i, data_batch in enumerate(self.data_loader):
-            self.data_batch = data_batch
-            self._inner_iter = i
+        for batch_index, data_batch in enumerate(data_loader):
+            self.data_batch = data_batch  # hooks may read it until the iteration ends
+            self._inner_iter = batch_index
             self.call_hook('before_train_iter')
             self.run_iter(data_batch, train_mode=True, **kwargs)
             self.call_hook('after_train_iter')
             del self.data_batch
             self._iter += 1
-
         self.call_hook('after_train_epoch')
         self._epoch += 1
 
     @torch.no_grad()
     def val(self, data_loader, **kwargs):
+        # epoch and iter stay as they are: validation is not training progress
         self.model.eval()
         self.mode = 'val'
         self.data_loader = data_loader
         self.call_hook('before_val_epoch')
-        for i, data_batch in enumerate(self.data_loader):
+        for batch_index, data_batch in enumerate(data_loader):
             self.data_batch = data_batch
-            self._inner_iter = i
+            self._inner_iter = batch_index
             self.call_hook('before_val_iter')
-            self.run_iter(data_batch, train_mode=False)
+            self.run_iter(data_batch, train_mode=False)  # no **kwargs: MMCV 1.7 drops them
             self.call_hook('after_val_iter')
             del self.data_batch
         self.call_hook('after_val_epoch')
 
-    def run(self, data_loaders: List[DataLoader], workflow: List[Tuple[str, int]],
-            max_epochs: Optional[int] = None, **kwargs) -> None:
-        """Run the workflow: ``[('train', 2), ('val', 1)]`` is 2 train epochs, then 1 val epoch,
-        again and again until ``max_epochs`` train epochs are done."""
-        assert isinstance(data_loaders, list)
-        assert isinstance(workflow, list) and all(isinstance(flow, tuple) for flow in workflow)
-        assert len(data_loaders) == len(workflow)
+    def _all_epochs_done(self):
+        return self.epoch >= self._max_epochs
+
+    def _phase(self, mode):
+        """The method that runs one epoch of workflow phase ``mode`` (``'train'``, ``'val'``)."""
+        if not isinstance(mode, str):
+            raise TypeError(f'mode in workflow must be a str, but got {type(mode)}')
+        if not hasattr(self, mode):
+            raise ValueError(f'runner has no method named "{mode}" to run an epoch')
+        return getattr(self, mode)
+
+    def run(self, data_loaders, workflow, max_epochs=None, **kwargs):
+        """Run ``workflow``, a list of ``(phase, epochs)`` with one loader per phase, in a loop
+        until ``max_epochs`` train epochs are done. A workflow without ``'train'`` never ends."""
+        self._check_workflow(data_loaders, workflow)
         if max_epochs is not None:
-            warnings.warn('setting max_epochs in run is deprecated, '
-                          'please set max_epochs in runner_config', DeprecationWarning)
+            self._warn_length_given_to_run('max_epochs')
             self._max_epochs = max_epochs
-
         assert self._max_epochs is not None, 'max_epochs must be specified during instantiation'
+        # max_iters from the first train loader, so that before_run hooks can see it
+        train_loaders = [loader for loader, (mode, _) in zip(data_loaders, workflow)
+                         if mode == 'train']
+        if train_loaders:
+            self._max_iters = self._max_epochs * len(train_loaders[0])
 
-        for i, flow in enumerate(workflow):
-            mode, epochs = flow
-            if mode == 'train':
-                self._max_iters = self._max_epochs * len(data_loaders[i])
-                break
-
-        work_dir = self.work_dir if self.work_dir is not None else 'NONE'
-        self.logger.info('Start running, host: %s, work_dir: %s', get_host_info(), work_dir)
-        self.logger.info('Hooks will be executed in the following order:\n%s',
-                         self.get_hook_info())
-        self.logger.info('workflow: %s, max: %d epochs', workflow, self._max_epochs)
+        self._log_start(workflow, self._max_epochs, 'epochs')
         self.call_hook('before_run')
 
-        while self.epoch < self._max_epochs:
-            for i, flow in enumerate(workflow):
-                mode, epochs = flow
-                if isinstance(mode, str):  # self.train()
-                    if not hasattr(self, mode):
-                        raise ValueError(f'runner has no method named "{mode}" to run an epoch')
-                    epoch_runner = getattr(self, mode)
-                else:
-                    raise TypeError(f'mode in workflow must be a str, but got {type(mode)}')
-
+        while not self._all_epochs_done():
+            for loader, (mode, epochs) in zip(data_loaders, workflow):
+                run_epoch = self._phase(mode)
                 for _ in range(epochs):
-                    if mode == 'train' and self.epoch >= self._max_epochs:
+                    # only train epochs stop at max_epochs; a val phase always runs
+                    if mode == 'train' and self._all_epochs_done():
                         break
-                    epoch_runner(data_loaders[i], **kwargs)
+                    run_epoch(loader, **kwargs)
 
         self.call_hook('after_run')
 
-    def save_checkpoint(self, out_dir: str, filename_tmpl: str = 'epoch_{}.pth',
-                        save_optimizer: bool = True, meta: Optional[Dict] = None,
-                        create_symlink: bool = True) -> None:
-        """Write ``out_dir/epoch_{epoch+1}.pth`` (``meta`` gets the runner's meta, ``epoch + 1``
-        and ``iter``) and point ``latest.pth`` at it."""
-        if meta is None:
-            meta = {}
-        elif not isinstance(meta, dict):
-            raise TypeError(f'meta should be a dict or None, but got {type(meta)}')
-        if self.meta is not None:
-            # Before epoch/iter, or a resumed run's meta would overwrite them.
-            meta.update(self.meta)
-        meta.update(epoch=self.epoch + 1, iter=self.iter)
-
-        filename = filename_tmpl.format(self.epoch + 1)
-        filepath = osp.join(out_dir, filename)
-        optimizer = self.optimizer if save_optimizer else None
-        save_checkpoint(self.model, filepath, optimizer=optimizer, meta=meta)
-        if create_symlink:
-            dst_file = osp.join(out_dir, 'latest.pth')
-            if platform.system() != 'Windows':
-                symlink(filename, dst_file)
-            else:
-                shutil.copy(filepath, dst_file)
+    def save_checkpoint(self, out_dir, filename_tmpl='epoch_{}.pth', save_optimizer=True,
+                        meta=None, create_symlink=True):
+        """Save ``out_dir/epoch_{epoch + 1}.pth`` and point ``latest.pth`` at it."""
+        self._write_checkpoint(out_dir, filename_tmpl.format(self.epoch + 1), save_optimizer,
+                               meta, create_symlink)
 
 
 @RUNNERS.register_module()
 class Runner(EpochBasedRunner):
-    """Deprecated name of EpochBasedRunner."""
+    """The old name of EpochBasedRunner; warns when used."""
 
     def __init__(self, *args, **kwargs):
         warnings.warn('Runner was deprecated, please use EpochBasedRunner instead',

@@ -1,8 +1,9 @@
-"""LogBuffer: the per-iteration value store of MMCV 1.x's runner, and its averaging.
+"""LogBuffer: where MMCV 1.x's runner collects the numbers logger hooks print.
 
-Each step's ``log_vars`` are appended with their sample counts; logger hooks read the weighted
-mean of the last ``n`` from ``output``. MMEngine replaced this with ``MessageHub`` +
-``HistoryBuffer``; this is the MMCV 1.7 original, complete.
+Each iteration ``update`` appends its ``log_vars`` (loss, accuracy...) together with how many
+samples they were measured on; a logger hook then calls ``average(n)`` and reads the sample-weighted
+means of the last ``n`` entries from ``output``. (MMEngine replaced this with ``MessageHub`` and
+``HistoryBuffer``.)
 """
 from collections import OrderedDict
 
@@ -10,7 +11,9 @@ import numpy as np
 
 
 class LogBuffer:
-    """Histories of logged values and the averages last computed from them (as MMCV 1.7)."""
+    """``val_history[key]`` and ``n_history[key]``: every value logged under ``key`` and its sample
+    count, oldest first. ``output``: the averages last computed; ``ready``: whether they are
+    fresh (a logger hook prints only then)."""
 
     def __init__(self):
         self.val_history = OrderedDict()
@@ -18,30 +21,30 @@ class LogBuffer:
         self.output = OrderedDict()
         self.ready = False
 
-    def clear(self) -> None:
-        self.val_history.clear()
-        self.n_history.clear()
-        self.clear_output()
+    def update(self, vars: dict, count: int = 1) -> None:
+        """Append every value of ``vars``, each measured on ``count`` samples. The order in which
+        keys are first seen is the order in which they will be printed."""
+        assert isinstance(vars, dict)
+        for key, value in vars.items():
+            self.val_history.setdefault(key, []).append(value)
+            self.n_history.setdefault(key, []).append(count)
+
+    def average(self, n: int = 0) -> None:
+        """``output[key]`` = mean of the last ``n`` values of each key (all of them for ``n=0``),
+        weighted by their sample counts; a ``numpy.float64``."""
+        assert n >= 0
+        for key, values in self.val_history.items():
+            # a slice from -0 is the whole list, so n=0 takes everything
+            weights = np.array(self.n_history[key][-n:])
+            self.output[key] = (np.array(values[-n:]) * weights).sum() / weights.sum()
+        self.ready = True
 
     def clear_output(self) -> None:
         self.output.clear()
         self.ready = False
 
-    def update(self, vars: dict, count: int = 1) -> None:
-        """Append each value of ``vars`` with weight ``count`` (first sight fixes a key's order)."""
-        assert isinstance(vars, dict)
-        for key, var in vars.items():
-            if key not in self.val_history:
-                self.val_history[key] = []
-                self.n_history[key] = []
-            self.val_history[key].append(var)
-            self.n_history[key].append(count)
-
-    def average(self, n: int = 0) -> None:
-        """Set ``output[key]`` to the count-weighted mean of the last ``n`` values (0: all)."""
-        assert n >= 0
-        for key in self.val_history:
-            values = np.array(self.val_history[key][-n:])
-            nums = np.array(self.n_history[key][-n:])
-            self.output[key] = np.sum(values * nums) / np.sum(nums)
-        self.ready = True
+    def clear(self) -> None:
+        """Forget the histories too (a logger hook does so at each epoch's start)."""
+        self.val_history.clear()
+        self.n_history.clear()
+        self.clear_output()

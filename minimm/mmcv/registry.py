@@ -1,38 +1,39 @@
-"""MMCV 1.x's build rule: ``build_from_cfg`` as ``mmcv/utils/registry.py`` has it.
+"""``build_from_cfg``: how MMCV 1.x turns a config dict into an object.
 
-The registry *class* is minimm's (``minimm.registry.Registry``); only the build function differs,
-because MMCV 1.7 words its errors differently from MMEngine and re-raises *any* constructor error
-with the class name in front (``KeyError('StepLrUpdaterHook: ...')``). Every registry of
-``minimm.mmcv`` (``HOOKS``, ``RUNNERS``, ...) builds with it. Left out compared with MMCV: scopes
-and parent registries.
+The registry *class* is minimm's (``minimm.registry.Registry``); every registry of ``minimm.mmcv``
+(``HOOKS``, ``RUNNERS``, ``OPTIMIZERS``...) is made with this function as its ``build_func``, because
+MMCV 1.7 builds a little differently from MMEngine: it looks the name up in that registry alone,
+and when the constructor fails it re-raises the same kind of error with the class name in front
+(``KeyError('StepLrUpdaterHook: ...')``), so a bad config names the hook it broke.
+Left out compared with MMCV: scopes and parent registries.
 """
 import inspect
-from typing import Any, Optional
-
-from minimm.registry import Registry
 
 
-def build_from_cfg(cfg: dict, registry: Registry, default_args: Optional[dict] = None) -> Any:
-    """Build ``cfg['type']`` from ``registry`` as MMCV 1.7's ``build_from_cfg`` does (no name
-    suggestions, no parent lookup)."""
+def _class_to_build(obj_type, registry):
+    """The class (or function) that ``type`` names: looked up by name, or given directly."""
+    if isinstance(obj_type, str):
+        found = registry.get(obj_type)
+        if found is None:
+            raise KeyError(f'{obj_type} is not in the {registry.name} registry')
+        return found
+    if inspect.isclass(obj_type) or inspect.isfunction(obj_type):
+        return obj_type
+    raise TypeError(f'type must be a str or valid type, but got {type(obj_type)}')
+
+
+def build_from_cfg(cfg: dict, registry, default_args: dict = None):
+    """Build ``cfg['type']`` with the rest of ``cfg`` as keyword arguments; ``default_args`` fill
+    in what ``cfg`` does not say. ``cfg`` itself is not changed."""
     if not isinstance(cfg, dict):
         raise TypeError(f'cfg must be a dict, but got {type(cfg)}')
-    args = dict(cfg)
-    for name, value in (default_args or {}).items():
-        args.setdefault(name, value)
-    if 'type' not in args:
-        raise KeyError(f'`cfg` or `default_args` must contain the key "type", but got {cfg}\n'
-                       f'{default_args}')
-    obj_type = args.pop('type')
-    if isinstance(obj_type, str):
-        obj_cls = registry.get(obj_type)
-        if obj_cls is None:
-            raise KeyError(f'{obj_type} is not in the {registry.name} registry')
-    elif inspect.isclass(obj_type) or inspect.isfunction(obj_type):
-        obj_cls = obj_type
-    else:
-        raise TypeError(f'type must be a str or valid type, but got {type(obj_type)}')
+    kwargs = {**(default_args or {}), **cfg}
+    if 'type' not in kwargs:
+        raise KeyError('`cfg` or `default_args` must contain the key "type", '
+                       f'but got {cfg}\n{default_args}')
+    target = _class_to_build(kwargs.pop('type'), registry)
     try:
-        return obj_cls(**args)
-    except Exception as e:  # MMCV names the class that failed, keeping the exception's type
-        raise type(e)(f'{obj_cls.__name__}: {e}') from e
+        return target(**kwargs)
+    except Exception as error:
+        # Same exception type, so callers catching it still do; the message gains the class.
+        raise type(error)(f'{target.__name__}: {error}') from error

@@ -1,16 +1,17 @@
-"""Small helpers the runners use, as MMCV 1.7's ``mmcv/runner/utils.py`` (plus
-``is_method_overridden`` and ``symlink``, which MMCV keeps in ``mmcv/utils``, and the JSON
-``set_default`` of ``mmcv.fileio``). Left out: nothing.
+"""Small helpers around MMCV 1.x's runners.
+
+``get_host_info``, ``get_time_str``, ``obj_from_dict`` and ``set_random_seed`` are the names
+``mmcv.runner`` exports. Three more live here because the runners and hooks need them, though MMCV
+keeps them elsewhere: ``is_method_overridden`` and ``symlink`` (``mmcv.utils``) and
+``json_set_default`` (the JSON fallback of ``mmcv.dump``).
 """
 import os
 import random
 import sys
-import time
 import warnings
+from datetime import datetime
 from getpass import getuser
 from socket import gethostname
-from types import ModuleType
-from typing import Optional
 
 import numpy as np
 import torch
@@ -19,81 +20,74 @@ from .dist_utils import get_dist_info
 
 
 def get_host_info() -> str:
-    """``user@host``, or '' where either cannot be found (``getuser`` fails in some containers)."""
-    host = ''
+    """``'user@host'``, for the runner's first log line. Some containers have no user entry, so
+    ``getuser`` can fail: then a warning and ``''``."""
     try:
-        host = f'{getuser()}@{gethostname()}'
-    except Exception as e:
-        warnings.warn(f'Host or user not found: {str(e)}')
-    return host
+        return f'{getuser()}@{gethostname()}'
+    except Exception as error:
+        warnings.warn(f'Host or user not found: {error}')
+        return ''
 
 
 def get_time_str() -> str:
-    return time.strftime('%Y%m%d_%H%M%S', time.localtime())
+    """Local time as ``20240131_235959``: the runner's ``timestamp``, which names its log files."""
+    return datetime.now().strftime('%Y%m%d_%H%M%S')
 
 
-def obj_from_dict(info: dict, parent: Optional[ModuleType] = None,
-                  default_args: Optional[dict] = None):
-    """Build ``info['type']`` (a type, or its name looked up in ``parent``, else in
-    ``sys.modules``) with the other keys of ``info`` and ``default_args`` as arguments."""
+def obj_from_dict(info: dict, parent=None, default_args=None):
+    """The older way to build from a config: ``info['type']`` is a class, or the name of an
+    attribute of ``parent`` (``obj_from_dict(dict(type='SGD', lr=0.1), torch.optim, ...)``);
+    the other keys of ``info``, then ``default_args``, are its arguments."""
     assert isinstance(info, dict) and 'type' in info
-    assert isinstance(default_args, dict) or default_args is None
-    args = info.copy()
-    obj_type = args.pop('type')
-    if isinstance(obj_type, str):
-        if parent is not None:
-            obj_type = getattr(parent, obj_type)
-        else:
-            obj_type = sys.modules[obj_type]
-    elif not isinstance(obj_type, type):
-        raise TypeError(f'type must be a str or valid type, but got {type(obj_type)}')
-    if default_args is not None:
-        for name, value in default_args.items():
-            args.setdefault(name, value)
-    return obj_type(**args)
+    assert default_args is None or isinstance(default_args, dict)
+    kwargs = {key: value for key, value in info.items() if key != 'type'}
+    for key, value in (default_args or {}).items():
+        kwargs.setdefault(key, value)  # what ``info`` says wins
+    cls = info['type']
+    if isinstance(cls, str):
+        cls = sys.modules[cls] if parent is None else getattr(parent, cls)
+    elif not isinstance(cls, type):
+        raise TypeError(f'type must be a str or valid type, but got {type(cls)}')
+    return cls(**kwargs)
 
 
-def set_random_seed(seed: int, deterministic: bool = False,
-                    use_rank_shift: bool = False) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA); ``use_rank_shift`` adds the rank, so that each
-    process draws differently; ``deterministic`` makes cuDNN deterministic."""
+def set_random_seed(seed: int, deterministic: bool = False, use_rank_shift: bool = False) -> None:
+    """Seed every generator a training run draws from: Python's, NumPy's, torch's (CPU and
+    every GPU) and the string hashing of child processes. ``use_rank_shift`` adds the rank, so
+    that each process of a distributed run draws different numbers (augmentations, say);
+    ``deterministic`` also makes cuDNN pick reproducible kernels (slower)."""
     if use_rank_shift:
-        rank, _ = get_dist_info()
-        seed += rank
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.cuda.manual_seed_all(seed)
+        seed = seed + get_dist_info()[0]
+    for seed_generator in (random.seed, np.random.seed, torch.manual_seed,
+                           torch.cuda.manual_seed_all):
+        seed_generator(seed)
     os.environ['PYTHONHASHSEED'] = str(seed)
     if deterministic:
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
+        cudnn = torch.backends.cudnn
+        cudnn.deterministic, cudnn.benchmark = True, False
 
 
 def symlink(src: str, dst: str) -> None:
-    """``dst`` -> ``src``, replacing any ``dst`` (``mmcv.symlink(src, dst, overwrite=True)``)."""
+    """Make ``dst`` a link to ``src``, replacing whatever ``dst`` was (``latest.pth``)."""
     if os.path.lexists(dst):
         os.remove(dst)
     os.symlink(src, dst)
 
 
 def is_method_overridden(method: str, base_class: type, derived_class) -> bool:
-    """Whether ``derived_class`` (a class or an instance of one) overrides ``base_class.method``."""
+    """Whether the class of ``derived_class`` (itself, if it is a class) defines ``method``
+    differently from ``base_class``. Only classes are compared: a function stored on an instance
+    (``ClosureHook``) does not count."""
     assert isinstance(base_class, type), "base_class doesn't accept instance, Please pass class"
-    if not isinstance(derived_class, type):
-        derived_class = derived_class.__class__
-    base_method = getattr(base_class, method)
-    derived_method = getattr(derived_class, method)
-    return derived_method != base_method
+    cls = derived_class if isinstance(derived_class, type) else type(derived_class)
+    return getattr(cls, method) != getattr(base_class, method)
 
 
 def json_set_default(obj):
-    """What ``mmcv.dump`` turns into JSON beyond the built-in types (MMCV keeps it as ``set_default``
-    in ``mmcv/fileio/handlers/json_handler.py``; the logger hooks are its only users here)."""
+    """Turn what ``json.dump`` cannot write into something it can, as ``mmcv.dump`` does: numpy
+    arrays and scalars (``LogBuffer`` averages are ``np.float64``), sets and ranges."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return obj.tolist()
     if isinstance(obj, (set, range)):
         return list(obj)
-    elif isinstance(obj, np.ndarray):
-        return obj.tolist()
-    elif isinstance(obj, np.generic):
-        return obj.item()
     raise TypeError(f'{type(obj)} is unsupported for json dump')

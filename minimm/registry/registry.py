@@ -1,12 +1,11 @@
 """Registry: map a config's ``type`` string to a class or function, then build it.
 
-The package is laid out as MMEngine's ``mmengine/registry/``: this file holds the ``Registry``
-class, ``build_functions.py`` the functions that build from a config (``build_from_cfg``,
-``build_runner_from_cfg``), ``root.py`` the root registries the Runner builds through.
+Laid out as MMEngine's ``mmengine/registry/``: this file holds the ``Registry`` class (read it
+first); beside it, ``build_functions.py`` builds from a config, ``root.py`` holds the root
+registries, ``default_scope.py`` the "current package" setting, ``utils.py`` the helpers.
 
-This file teaches the one idea every OpenMMLab config relies on: a config is plain data
-(``dict(type='StepLR', step_size=2)``), and a *registry* turns the ``type`` name into the callable
-that builds the object. Classes join a registry with a decorator::
+A config is plain data (``dict(type='StepLR', step_size=2)``), and a *registry* turns the ``type``
+name into the callable that builds the object. Classes join a registry with a decorator::
 
     @HOOKS.register_module()
     class MyHook(Hook):
@@ -14,38 +13,99 @@ that builds the object. Classes join a registry with a decorator::
 
 Registration happens when the module holding the decorator is *imported*; a name that is "not in
 the registry" almost always means that import never ran (see ``custom_imports`` in
-``config/config.py``).
+``config/config.py``, and ``locations`` below).
 
-Left out compared with MMEngine: scopes (``mmdet::``), parent/child registries, lazy
-``locations``, ``DefaultScope`` and the rich-table ``__repr__``. Kept: aliases, ``force``, any
-callable or importable dotted path (``'torch.optim.SGD'``) as ``type``, ``default_args`` merged
-without touching the caller's dict, and an error message that says what to do.
+**Registries form a tree.** minimm's root registries (``root.py``) play MMEngine's, so their
+scope is ``'mmengine'``. A downstream package never registers into them; it makes children::
+
+    HOOKS = Registry('hook', parent=MMENGINE_HOOKS, locations=['mydet.engine.hooks'])
+
+and its configs say ``default_scope = 'mydet'``. Looking a name up then goes: this registry, then
+its parents up to the root. ``'scope.Name'`` names a module in another package's registry
+anywhere in the tree. ``locations`` are modules imported on the first lookup, so a registry is
+full before anyone asks it for a name.
+
+Also: aliases, ``force``, any importable dotted path (``'torch.optim.SGD'``) as ``type``, and an
+error that says what to do. Left out compared with MMEngine: the rich-table ``__repr__``.
 """
-import difflib
 import importlib
-from typing import Any, Callable, Dict, List, Optional, Union
+import inspect
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-CUSTOM_IMPORT_HINT = ("If it is a custom module, make sure the file that registers it is imported: "
-                      "add `custom_imports = dict(imports=['my_package.my_module'])` to the config, "
-                      "or import it before building the runner.")
+from .utils import import_object, import_scope_registry, not_found_message
+
+# minimm stands in for two libraries; its own registries answer to the scope names that the
+# configs of those libraries' users name (``default_scope='mmengine'``).
+_SCOPE_OF_PACKAGE = (('minimm.mmcv', 'mmcv'), ('minimm', 'mmengine'))
 
 
 class Registry:
-    """A name -> callable table with a ``build`` method.
+    """A name -> callable table with a ``build`` method, one node of a tree of registries.
 
     Args:
         name: what the registry holds (``'hook'``, ``'model'``...), used in messages.
-        build_func: how to build from a config; defaults to :func:`build_from_cfg`.
+        build_func: how to build from a config; by default the parent's, else
+            :func:`build_from_cfg`.
+        parent: the registry this one falls back to (a downstream package's ``HOOKS`` has
+            minimm's ``HOOKS`` as parent).
+        scope: the package name that selects this registry; by default the top-level package
+            of the module that creates it.
+        locations: modules to import on the first lookup (where the classes register).
     """
 
-    def __init__(self, name: str, build_func: Optional[Callable] = None):
+    def __init__(self, name: str, build_func: Optional[Callable] = None,
+                 parent: Optional['Registry'] = None, scope: Optional[str] = None,
+                 locations: List[str] = []):
+        if scope is not None and not isinstance(scope, str):
+            raise AssertionError(f'scope must be None or a str, but got {scope!r}')
+        if parent is not None and not isinstance(parent, Registry):
+            raise AssertionError(f'parent must be None or a Registry, but got {parent!r}')
         self.name = name
         self._module_dict: Dict[str, Callable] = {}
+        self._children: Dict[str, 'Registry'] = {}
+        self._locations = list(locations)
+        self._imported = False
+        self._scope = self.infer_scope() if scope is None else scope
+        self.parent = parent
+        if parent is not None:
+            parent._add_child(self)
         if build_func is None:
             # Imported here, as MMEngine does: build_functions.py imports this file.
             from .build_functions import build_from_cfg
-            build_func = build_from_cfg
+            build_func = build_from_cfg if parent is None else parent.build_func
         self.build_func = build_func
+
+    @staticmethod
+    def infer_scope() -> str:
+        """The top-level package of the module that called ``Registry(...)``."""
+        # Frame 0 is this function, 1 is __init__, 2 the code that creates the registry.
+        module = inspect.getmodule(sys._getframe(2))
+        if module is None:  # an interactive session: no module to name the scope after
+            return 'mmengine'
+        for package, scope in _SCOPE_OF_PACKAGE:
+            if module.__name__ == package or module.__name__.startswith(package + '.'):
+                return scope
+        return module.__name__.split('.')[0]
+
+    @staticmethod
+    def split_scope_key(key: str) -> Tuple[Optional[str], str]:
+        """``'mydet.RetinaNet'`` -> ``('mydet', 'RetinaNet')``; ``'RetinaNet'`` -> ``(None, ...)``."""
+        scope, dot, rest = key.partition('.')
+        return (scope, rest) if dot else (None, key)
+
+    @property
+    def scope(self) -> str:
+        return self._scope
+
+    @property
+    def children(self) -> Dict[str, 'Registry']:
+        return self._children
+
+    @property
+    def module_dict(self) -> Dict[str, Callable]:
+        return self._module_dict
 
     def __len__(self) -> int:
         return len(self._module_dict)
@@ -54,22 +114,76 @@ class Registry:
         return self.get(key) is not None
 
     def __repr__(self) -> str:
-        return f'Registry(name={self.name}, items={sorted(self._module_dict)})'
+        return f'Registry of {self.name} (scope {self._scope}): {sorted(self._module_dict)}'
 
-    @property
-    def module_dict(self) -> Dict[str, Callable]:
-        return self._module_dict
+    def _add_child(self, child: 'Registry') -> None:
+        if child.scope in self._children:
+            raise AssertionError(f'scope {child.scope} exists in {self.name} registry')
+        self._children[child.scope] = child
 
-    def get(self, key: str) -> Optional[Callable]:
-        """Return the callable registered as ``key``, or ``None``.
+    def _get_root_registry(self) -> 'Registry':
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        return root
 
-        As MMEngine 0.10's ``Registry.get``, a dotted path that is not registered
-        (``'torch.optim.SGD'``) is imported as a last resort.
+    def _search_child(self, scope: str) -> Optional['Registry']:
+        """The registry of ``scope`` in the subtree below (and including) this one."""
+        if self._scope == scope:
+            return self
+        for child in self._children.values():
+            found = child._search_child(scope)
+            if found is not None:
+                return found
+        return None
+
+    def import_from_location(self) -> None:
+        """Import ``locations`` once, so that their classes are registered before a lookup."""
+        if self._imported:
+            return
+        self._imported = True  # first, so a location that looks a name up cannot recurse
+        try:
+            for location in self._locations:
+                importlib.import_module(location)
+        except BaseException:
+            self._imported = False
+            raise
+
+    def get(self, key: str) -> Any:
+        """Return what is registered as ``key``, or ``None``.
+
+        ``'Name'`` is looked up here, then in each parent up to the root. ``'scope.Name'`` is
+        looked up in the registry of that scope (imported as ``scope.registry`` if it is not in
+        the tree yet). Last, a dotted path nobody registered (``'torch.optim.SGD'``) is imported.
         """
-        obj = self._module_dict.get(key)
-        if obj is None and isinstance(key, str) and '.' in key:
-            obj = import_object(key)
-        return obj
+        if not isinstance(key, str):
+            raise TypeError(f'key must be a str, but got {type(key)}')
+        scope, name = self.split_scope_key(key)
+        obj = None
+        if scope is None or scope == self._scope:
+            registry = self
+            while registry is not None and obj is None:
+                registry.import_from_location()
+                obj = registry._module_dict.get(name)
+                # A scoped key belongs to this registry only, not to its parents.
+                registry = registry.parent if scope is None else None
+        else:
+            root = self._get_root_registry()
+            target = root._search_child(scope)
+            if target is None and import_scope_registry(scope):
+                target = root._search_child(scope)
+            if target is not None:
+                obj = target.get(name)
+        return obj if obj is not None else import_object(key)
+
+    @contextmanager
+    def switch_scope_and_registry(self, scope: Optional[str]):
+        """Make ``scope`` the default scope (``None``: keep the current one) for the ``with``
+        block, and give the registry of the tree that serves it (this one if none does)."""
+        from .default_scope import DefaultScope, registry_for_scope
+        with DefaultScope.overwrite_default_scope(scope):
+            current = DefaultScope.get_current_instance()
+            yield self if current is None else registry_for_scope(self, current.scope_name)
 
     def build(self, cfg: Any, *args, **kwargs) -> Any:
         """Build an object from ``cfg`` (a dict with ``type``) with ``build_func``; for
@@ -79,7 +193,7 @@ class Registry:
     def _register_module(self, module: Callable, module_name: Union[str, List[str], None],
                          force: bool) -> None:
         if not callable(module):
-            raise TypeError(f'module must be a class or a function, but got {type(module)}')
+            raise TypeError(f'module must be Callable, but got {type(module)}')
         names = module_name if module_name is not None else module.__name__
         names = [names] if isinstance(names, str) else list(names)
         # Check every alias before adding any, so that a refused call registers nothing.
@@ -105,7 +219,9 @@ class Registry:
             raise TypeError(f'force must be a boolean, but got {type(force)}')
         if not (name is None or isinstance(name, str)
                 or (isinstance(name, (list, tuple)) and all(isinstance(n, str) for n in name))):
-            raise TypeError(f'name must be None, a str or a list of str, but got {type(name)}')
+            raise TypeError('name must be None, an instance of str, or a sequence of str, '
+                            f'but got {type(name)}')
+
         def _register(obj):
             self._register_module(obj, name, force)
             return obj
@@ -113,22 +229,9 @@ class Registry:
         return _register if module is None else _register(module)
 
     def not_found_message(self, type_name: str) -> str:
-        close = difflib.get_close_matches(type_name, list(self._module_dict), n=3, cutoff=0.6)
-        hint = f' Did you mean {", ".join(repr(c) for c in close)}?' if close else ''
-        return f'{type_name!r} is not in the {self.name} registry.{hint} {CUSTOM_IMPORT_HINT}'
+        """Why ``type_name`` cannot be built here (see ``utils.not_found_message``)."""
+        return not_found_message(self, type_name)
 
-
-def import_object(path: str) -> Optional[Callable]:
-    """The callable that ``import module; module.Name`` gives for ``'module.Name'``, or ``None``.
-
-    MMEngine 0.10's ``get_object_from_string`` in small: how a config names a class nobody
-    registered, and how ``Config.dump`` writes a class found in a config.
-    """
-    module_name, _, name = path.rpartition('.')
-    if not all(part.isidentifier() for part in path.split('.')) or not module_name:
-        return None
-    try:
-        obj = getattr(importlib.import_module(module_name), name, None)
-    except ImportError:
-        return None
-    return obj if callable(obj) else None
+    def _lineage(self) -> List['Registry']:
+        """This registry and its parents, nearest first (where an unscoped name is looked up)."""
+        return [self] + (self.parent._lineage() if self.parent is not None else [])

@@ -1,9 +1,13 @@
-"""The Runner, its loops and hook priorities (checkpoint files: ``minimm/checkpoint.py``)."""
-from ..checkpoint import find_latest_checkpoint
+"""The Runner, its loops, hook priorities and MMEngine's checkpoint API (``checkpoint.py``; the
+file I/O under it: ``minimm/checkpoint.py``)."""
 from .base_loop import BaseLoop
+from .checkpoint import (CheckpointLoader, find_latest_checkpoint, get_state_dict,
+                         load_checkpoint, load_state_dict, save_checkpoint, weights_to_cpu)
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 from .priority import Priority, get_priority
 from .runner import Runner
 
 __all__ = ['Runner', 'BaseLoop', 'Priority', 'get_priority', 'EpochBasedTrainLoop',
-           'IterBasedTrainLoop', 'ValLoop', 'TestLoop', 'find_latest_checkpoint']
+           'IterBasedTrainLoop', 'ValLoop', 'TestLoop', 'CheckpointLoader',
+           'find_latest_checkpoint', 'get_state_dict', 'load_checkpoint', 'load_state_dict',
+           'save_checkpoint', 'weights_to_cpu']

@@ -1,6 +1,7 @@
 """Checkpointing in the Runner: what a checkpoint holds, and how loading and resuming use it.
 
-``minimm/checkpoint.py`` moves dicts to and from disk; the methods here (MMEngine 0.10's
+``checkpoint.py`` beside this file is MMEngine's public checkpoint API (over the file I/O of
+``minimm/checkpoint.py``); the methods here (MMEngine 0.10's
 ``Runner.load_or_resume``/``load_checkpoint``/``resume``/``save_checkpoint``) decide what goes into
 a checkpoint and what is restored from it:
 
@@ -12,7 +13,7 @@ a checkpoint and what is restored from it:
 * ``resume``: weights, counters, MessageHub, optimizer and schedulers, so training continues as if
   it had never stopped.
 
-Left out compared with MMEngine: file backends and URLs. Added: ``resume`` may be a checkpoint
+Left out compared with MMEngine: file backends. Added: ``resume`` may be a checkpoint
 path; ``resume=True`` falls back to the newest readable checkpoint when the latest one cannot be
 read; ``load_from=dict(path=..., trusted=True)`` loads a file that needs arbitrary unpickling.
 """
@@ -28,9 +29,9 @@ from ..dist import master_only
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from ..checkpoint import (CheckpointError, find_latest_checkpoint, load_checkpoint_file,
-                          load_checkpoint_to_model, resume_candidates, save_checkpoint,
-                          unwrap_model, weights_to_cpu)
+from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
+                         _load_checkpoint_to_model, find_latest_checkpoint, get_state_dict,
+                         resume_candidates, save_checkpoint, weights_to_cpu)
 
 
 def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
@@ -88,14 +89,13 @@ class CheckpointMixin:
                               + '\n'.join(errors))
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
-                        revise_keys=((r'^module\.', ''), ), trusted: bool = False) -> dict:
-        """Load weights only. ``after_load_checkpoint`` runs before the weights are applied, so
-        hooks may rewrite the checkpoint (EMAHook does). ``trusted=True`` allows a file that
-        needs arbitrary unpickling (see ``checkpoint.load_checkpoint_file``)."""
-        checkpoint = load_checkpoint_file(filename, map_location=map_location, trusted=trusted)
+                        revise_keys=DEFAULT_REVISE_KEYS, trusted: bool = False) -> dict:
+        """Load weights only, from a path or URL. ``after_load_checkpoint`` runs before the
+        weights are applied, so hooks may rewrite the checkpoint (EMAHook does).
+        ``trusted=True`` allows a file that needs arbitrary unpickling."""
+        checkpoint = _load_checkpoint(filename, map_location, self.logger, trusted=trusted)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        load_checkpoint_to_model(self.model, checkpoint, strict, revise_keys=revise_keys,
-                                 logger=self.logger)
+        _load_checkpoint_to_model(self.model, checkpoint, strict, self.logger, revise_keys)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
@@ -170,7 +170,7 @@ class CheckpointMixin:
             meta['dataset_meta'] = dataset_meta
         checkpoint = {
             'meta': meta,
-            'state_dict': weights_to_cpu(unwrap_model(self.model).state_dict()),
+            'state_dict': weights_to_cpu(get_state_dict(self.model)),
             'message_hub': self.message_hub.state_dict(),
         }
         if save_optimizer:

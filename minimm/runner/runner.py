@@ -16,8 +16,10 @@ The Runner's other ideas each have their own file, mixed into the class here:
 * ``resume.py``: ``save_checkpoint``, ``load_checkpoint``, ``resume``, ``load_or_resume``;
 * ``loops.py``: when each stage is called.
 
-Left out compared with MMEngine: ``auto_scale_lr`` (enabling it is an error), scopes
-(``default_scope`` is kept as a name only), strategies (FSDP/DeepSpeed), ``OptimWrapperDict``
+``default_scope`` is MMEngine's: it names the package whose child registries every build looks
+in first (``registry/default_scope.py``).
+
+Left out compared with MMEngine: strategies (FSDP/DeepSpeed), ``OptimWrapperDict``
 (several optimizers), ``compile`` and activation checkpointing. Different: most attributes that
 MMEngine exposes as read-only properties without computing anything (``work_dir``, ``seed``,
 ``rank``...) are plain attributes here; ``experiment_name`` and ``log_dir`` keep MMEngine's
@@ -47,8 +49,8 @@ from ..hooks import Hook
 from ..logging import Visualizer
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
-from ..registry import RUNNERS
-from .builders import BuildMixin
+from ..registry import RUNNERS, DefaultScope
+from .builders import BuildMixin, check_scheduler_cfg
 from ..checkpoint import unwrap_model
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
@@ -95,7 +97,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             ``work_dir``; or a checkpoint path.
         launcher: ``'none'`` or ``'pytorch'`` (under ``torchrun``).
         log_processor / visualizer: LOG_PROCESSORS / VISUALIZERS configs (``type`` optional).
-        default_scope: kept as a name (no scopes); auto_scale_lr: must not be enabled.
+        default_scope: the package whose registries builds use first (``'mmdet'``...).
+        auto_scale_lr: ``dict(enable=True, base_batch_size=16)`` scales the lr (``scale_lr``).
         randomness: ``dict(seed=..., deterministic=False, diff_rank_seed=False)``.
         profile_hooks: time every hook call and print a table at the end of the run.
     """
@@ -129,9 +132,11 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
-        if (auto_scale_lr or {}).get('enable', False):
-            raise ValueError('auto_scale_lr is not supported by minimm: scale the lr in the '
-                             'optimizer config')
+        check_scheduler_cfg(param_scheduler)
+        if optim_wrapper is None and param_scheduler is not None:
+            raise ValueError('param_scheduler should be None when optim_wrapper is None, '
+                             f'but got {param_scheduler}')
+        self.auto_scale_lr = auto_scale_lr
         _all_or_none('val_dataloader, val_cfg, val_evaluator',
                      [val_dataloader, val_cfg, val_evaluator])
         _all_or_none('test_dataloader, test_cfg, test_evaluator',
@@ -152,6 +157,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self.setup_env(env_cfg or dict(dist_cfg=dict(backend='nccl')))
         self._randomness_cfg = dict(randomness or dict(seed=None))
         self.seed = set_random_seed(**self._randomness_cfg)
+        self.deterministic = bool(self._randomness_cfg.get('deterministic', False))
 
         self.timestamp = self._shared_timestamp()
         if experiment_name is not None:
@@ -163,8 +169,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             self._experiment_name = self.timestamp
         self._log_dir = osp.join(self.work_dir, self.timestamp)
         os.makedirs(self._log_dir, exist_ok=True)
-        # Kept as a name only: minimm has no registry scopes (see the README's "Left out").
-        self.default_scope = default_scope
+        # From here on every build looks in this package's registries first.
+        self.default_scope = None if default_scope is None else DefaultScope.create_instance(
+            self._experiment_name, scope_name=default_scope)
 
         self.log_processor = self.build_log_processor(log_processor or dict())
         self.logger = self.build_logger(log_level=log_level)
@@ -285,6 +292,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         with self._closing_on_failure():
             self._train_loop = self.build_train_loop(self._train_loop)
             self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
+            self.scale_lr(self.optim_wrapper, self.auto_scale_lr)
             if self.param_schedulers is not None:
                 self.param_schedulers = self.build_param_scheduler(self.param_schedulers)
             if self._val_loop is not None:

@@ -1,5 +1,9 @@
-"""IterTimerHook: ``data_time`` (waiting for the batch) and ``time`` (the whole iteration) into
-``runner.log_buffer``, train and val alike, as MMCV 1.7's. Left out: nothing."""
+"""IterTimerHook: how long each iteration took, and how much of it went into waiting for data.
+
+One clock, restarted at the start of each epoch and after each iteration. Read just before an
+iteration it gives ``data_time`` (the loader's share); read after it, ``time`` (the whole step).
+Both go into ``runner.log_buffer``, for train and val alike, where logger hooks average them.
+"""
 import time
 
 from .hook import HOOKS, Hook
@@ -8,12 +12,15 @@ from .hook import HOOKS, Hook
 @HOOKS.register_module()
 class IterTimerHook(Hook):
 
-    def before_epoch(self, runner) -> None:
+    def _elapsed(self):
+        return time.time() - self.t
+
+    def before_epoch(self, runner):
         self.t = time.time()
 
-    def before_iter(self, runner) -> None:
-        runner.log_buffer.update({'data_time': time.time() - self.t})
+    def before_iter(self, runner):
+        runner.log_buffer.update({'data_time': self._elapsed()})
 
-    def after_iter(self, runner) -> None:
-        runner.log_buffer.update({'time': time.time() - self.t})
+    def after_iter(self, runner):
+        runner.log_buffer.update({'time': self._elapsed()})
         self.t = time.time()

@@ -1,14 +1,18 @@
-"""DistSamplerSeedHook, as MMCV 1.7's: ``set_epoch(epoch)`` on the sampler before every epoch,
-since a ``DistributedSampler`` shuffles with ``seed + epoch``. Left out: nothing."""
+"""DistSamplerSeedHook: tell the sampler which epoch it is, before every epoch.
+
+A ``DistributedSampler`` shuffles with ``seed + epoch``; without ``set_epoch`` every epoch would
+see the data in the same order. The sampler is looked for on the loader, then on its batch sampler.
+"""
 from .hook import HOOKS, Hook
 
 
 @HOOKS.register_module()
 class DistSamplerSeedHook(Hook):
 
-    def before_epoch(self, runner) -> None:
-        loader = runner.data_loader
-        if hasattr(loader.sampler, 'set_epoch'):
-            loader.sampler.set_epoch(runner.epoch)
-        elif hasattr(loader.batch_sampler.sampler, 'set_epoch'):
-            loader.batch_sampler.sampler.set_epoch(runner.epoch)
+    def before_epoch(self, runner):
+        sampler = runner.data_loader.sampler
+        if not hasattr(sampler, 'set_epoch'):
+            # the loader was given a batch sampler: the shuffling sampler sits inside it
+            sampler = runner.data_loader.batch_sampler.sampler
+        if hasattr(sampler, 'set_epoch'):
+            sampler.set_epoch(runner.epoch)

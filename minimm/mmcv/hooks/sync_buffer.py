@@ -1,19 +1,22 @@
-"""SyncBuffersHook, as MMCV 1.7's: average the buffers (BatchNorm statistics) across ranks after
-every train **and** val epoch (generic ``after_epoch``). Different: integer buffers
-(``num_batches_tracked``) are averaged with rounding, where MMCV fails on current torch
-(``dist_utils.allreduce_params``)."""
+"""SyncBuffersHook: make every rank's buffers (BatchNorm running statistics) the same.
+
+Gradients are averaged across ranks, but buffers are not: each rank's BatchNorm tracks the
+statistics of its own share of the data. At the end of each epoch (train and val, through the
+generic ``after_epoch``) this hook replaces them by their average over the ranks. Different from
+MMCV 1.7: integer buffers (``num_batches_tracked``) are averaged with rounding, where MMCV's
+in-place division fails on current PyTorch (see ``dist_utils.allreduce_params``).
+"""
 from ..dist_utils import allreduce_params
 from .hook import HOOKS, Hook
 
 
 @HOOKS.register_module()
 class SyncBuffersHook(Hook):
-    """``distributed``: whether to synchronise at all (only useful in distributed training)."""
+    """``distributed=False`` turns the hook off (one process has nothing to synchronise)."""
 
     def __init__(self, distributed: bool = True):
         self.distributed = distributed
 
     def after_epoch(self, runner):
-        """All-reduce model buffers at the end of each epoch."""
         if self.distributed:
             allreduce_params(runner.model.buffers())

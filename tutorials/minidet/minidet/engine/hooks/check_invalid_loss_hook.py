@@ -1,6 +1,8 @@
 """CheckInvalidLossHook: stop training when the loss becomes NaN or infinite.
 
-This is the custom hook of the classic MMEngine hook article (MMDetection ships it too):
+This is the custom hook of the classic MMEngine hook article. MMEngine has no such hook;
+MMDetection keeps its own in ``mmdet/engine/hooks/`` and registers it in *its* ``HOOKS``, a child
+of MMEngine's, so this package does the same (``minidet/registry.py``). The article's line:
 
     assert torch.isfinite(outputs['loss']), runner.logger.info('loss become infinite or NaN!')
 
@@ -21,8 +23,10 @@ from typing import Optional
 
 import torch
 
-from ..registry import HOOKS
-from .hook import DATA_BATCH, Hook
+from minimm.hooks import Hook
+from minimm.hooks.hook import DATA_BATCH
+
+from minidet.registry import HOOKS
 
 
 @HOOKS.register_module()

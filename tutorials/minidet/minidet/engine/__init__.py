@@ -1,0 +1,1 @@
+"""What minidet adds to the training engine: its hooks."""
