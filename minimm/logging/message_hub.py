@@ -119,7 +119,8 @@ class MessageHub(ManagerMixin):
 
     def update_info(self, key: str, value: Any, resumed: bool = True) -> None:
         """Set runtime info ``key`` to ``value`` (overwriting)."""
-        self._set_resumed_keys(key, resumed)
+        if self._resumed_keys.get(key) != resumed:  # as in update_scalar
+            self._set_resumed_keys(key, resumed)
         self._runtime_info[key] = value
 
     def update_info_dict(self, info_dict: dict, resumed: bool = True) -> None:
