@@ -113,6 +113,28 @@ def test_infinite_sampler_one_shared_stream_and_set_epoch_is_a_no_op():
     assert list(iter(sampler)) == []
 
 
+def test_default_sampler_start_index_skips_the_first_indices_of_one_pass(ranks):
+    for rank in (0, 1):
+        whole = list(ranks(rank, 2, DefaultSampler, list(range(7)), seed=3))
+        sampler = ranks(rank, 2, DefaultSampler, list(range(7)), seed=3)
+        sampler.set_start_index(3)
+        assert list(sampler) == whole[3:]
+        assert list(sampler) == whole  # the next pass is whole again
+    with pytest.raises(ValueError, match=r'start index must be in \[0, 4\].*got 5'):
+        sampler.set_start_index(5)
+
+
+def test_infinite_sampler_start_index_continues_the_stream_of_each_rank(ranks):
+    for rank in (0, 1):
+        stream = iter(ranks(rank, 2, InfiniteSampler, list(range(5)), seed=3))
+        expected = [next(stream) for _ in range(20)][13:]  # past two permutations and a bit
+        sampler = ranks(rank, 2, InfiniteSampler, list(range(5)), seed=3)
+        sampler.set_start_index(13)
+        assert list(itertools.islice(iter(sampler), 7)) == expected
+    with pytest.raises(ValueError, match='must be >= 0'):
+        sampler.set_start_index(-1)
+
+
 @pytest.mark.parametrize('cls', [DefaultSampler, InfiniteSampler])
 def test_sampler_rejects_empty_dataset(cls):
     with pytest.raises(ValueError, match='length 0'):

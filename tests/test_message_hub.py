@@ -99,6 +99,9 @@ def test_resumed_flag_cannot_change():
     hub.update_info('x', 1, resumed=False)
     with pytest.raises(AssertionError, match='resumed keys cannot be modified'):
         hub.update_info('x', 2, resumed=True)
+    hub.update_scalar('y', 1.0)
+    with pytest.raises(AssertionError, match='resumed keys cannot be modified'):
+        hub.update_scalar('y', 2.0, resumed=False)
 
 
 def test_get_instance_and_current_instance():

@@ -9,6 +9,10 @@ together they cover the dataset once per epoch.
   is seeded with ``seed + epoch`` (``DistSamplerSeedHook`` calls :meth:`DefaultSampler.set_epoch`).
 * :class:`InfiniteSampler` — an endless stream of permutations, for iteration-based training.
 
+Both can start part-way (``set_start_index``): a resumed iteration-based run moves the sampler past
+the samples it already trained on instead of loading them and throwing them away (minimm's
+addition; MMEngine loads every skipped batch).
+
 Both reproduce MMEngine 0.10's index sequences exactly for the same seed (``torch.randperm`` with a
 ``torch.Generator``), so a run here and one in MMEngine see the same samples in the same order.
 Left out compared with MMEngine: process groups other than the default one.
@@ -63,6 +67,7 @@ class DefaultSampler(Sampler):
         else:
             self.num_samples = math.ceil((size - self.rank) / self.world_size)
             self.total_size = size
+        self._start_index = 0
 
     def __iter__(self) -> Iterator[int]:
         size = len(self.dataset)
@@ -75,7 +80,9 @@ class DefaultSampler(Sampler):
         if self.round_up:
             # Repeat the whole list enough times, then cut: also right when world_size > size.
             indices = (indices * (self.total_size // size + 1))[:self.total_size]
-        return iter(indices[self.rank:self.total_size:self.world_size])
+        indices = indices[self.rank:self.total_size:self.world_size]
+        start, self._start_index = self._start_index, 0  # only this pass starts part-way
+        return iter(indices[start:])
 
     def __len__(self) -> int:
         return self.num_samples
@@ -83,6 +90,14 @@ class DefaultSampler(Sampler):
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` in the shuffle seed, so each epoch has its own order."""
         self.epoch = epoch
+
+    def set_start_index(self, index: int) -> None:
+        """Let the next pass begin at position ``index`` of this rank's indices, as if the ones
+        before it had been drawn already; the passes after it are whole again."""
+        if not 0 <= index <= self.num_samples:
+            raise ValueError(f'start index must be in [0, {self.num_samples}] (the samples of '
+                             f'this rank), but got {index}')
+        self._start_index = index
 
 
 @DATA_SAMPLERS.register_module()
@@ -120,8 +135,10 @@ class InfiniteSampler(Sampler):
             else:
                 yield from range(self.size)
 
-    def _indices_of_rank(self) -> Iterator[int]:
-        yield from itertools.islice(self._infinite_indices(), self.rank, None, self.world_size)
+    def _indices_of_rank(self, start: int = 0) -> Iterator[int]:
+        # The skipped permutations are still drawn: the generator must be where it would be.
+        first = self.rank + start * self.world_size
+        yield from itertools.islice(self._infinite_indices(), first, None, self.world_size)
 
     def __iter__(self) -> Iterator[int]:
         yield from self.indices
@@ -132,3 +149,10 @@ class InfiniteSampler(Sampler):
 
     def set_epoch(self, epoch: int) -> None:
         """No epochs in an infinite stream: kept so ``DistSamplerSeedHook`` can call it."""
+
+    def set_start_index(self, index: int) -> None:
+        """Start the shared stream over, at position ``index`` of this rank's indices: what an
+        uninterrupted stream yields after its first ``index`` indices."""
+        if index < 0:
+            raise ValueError(f'start index must be >= 0, but got {index}')
+        self.indices = self._indices_of_rank(index)

@@ -48,8 +48,9 @@ class IterTimerHook(Hook):
         self.t = time.time()
         if mode == 'train':
             self.time_sec_tot += iter_time
-            time_sec_avg = self.time_sec_tot / (runner.iter - self.start_iter + 1)
-            eta_sec = time_sec_avg * (runner.max_iters - runner.iter - 1)
+            done = runner.iter  # read once: a runner counter is a property chain
+            time_sec_avg = self.time_sec_tot / (done - self.start_iter + 1)
+            eta_sec = time_sec_avg * (runner.max_iters - done - 1)
         else:
             dataloader = runner.val_dataloader if mode == 'val' else runner.test_dataloader
             self.time_sec_test_val += iter_time

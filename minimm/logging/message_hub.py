@@ -90,14 +90,18 @@ class MessageHub(ManagerMixin):
 
     def update_scalar(self, key: str, value, count: int = 1, resumed: bool = True) -> None:
         """Append ``value`` (with ``count``) to the history of scalar ``key``."""
-        self._set_resumed_keys(key, resumed)
+        # Called several times per iteration: the flag check is done here, cheaply, and
+        # _set_resumed_keys only runs for a new key (or to reject a changed flag).
+        if self._resumed_keys.get(key) != resumed:
+            self._set_resumed_keys(key, resumed)
         checked_value = self._get_valid_value(value)
         if not isinstance(count, int):
             raise TypeError(f'count of {key} must be an int, got {type(count)}')
-        if key in self._log_scalars:
-            self._log_scalars[key].update(checked_value, count)
-        else:
+        buffer = self._log_scalars.get(key)
+        if buffer is None:
             self._log_scalars[key] = HistoryBuffer([checked_value], [count])
+        else:
+            buffer.update(checked_value, count)
 
     def update_scalars(self, log_dict: dict, resumed: bool = True) -> None:
         """``update_scalar`` for each item; a value may be ``{'value': v, 'count': n}``."""
@@ -115,7 +119,8 @@ class MessageHub(ManagerMixin):
 
     def update_info(self, key: str, value: Any, resumed: bool = True) -> None:
         """Set runtime info ``key`` to ``value`` (overwriting)."""
-        self._set_resumed_keys(key, resumed)
+        if self._resumed_keys.get(key) != resumed:  # as in update_scalar
+            self._set_resumed_keys(key, resumed)
         self._runtime_info[key] = value
 
     def update_info_dict(self, info_dict: dict, resumed: bool = True) -> None:

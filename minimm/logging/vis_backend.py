@@ -171,6 +171,7 @@ class LocalVisBackend(BaseVisBackend):
             raise TypeError(f'scalar_dict must be a dict, got {type(scalar_dict)}')
         line = dict(scalar_dict)
         line.setdefault('step', step)
+        file_paths = [self._scalar_save_file]
         if file_path is not None:
             if not file_path.endswith('.json'):
                 raise ValueError(f'file_path must end with .json, got {file_path!r}')
@@ -178,17 +179,20 @@ class LocalVisBackend(BaseVisBackend):
             if extra_file == self._scalar_save_file:
                 raise ValueError(f'file_path {file_path!r} is the scalar_save_file itself; '
                                  'every line would be written twice')
-            self._dump(line, extra_file)
-        self._dump(line, self._scalar_save_file)
+            file_paths.insert(0, extra_file)
+        self._dump(line, *file_paths)
 
-    def _dump(self, value_dict: dict, file_path: str) -> None:
-        # Files stay open between lines (reopening costs more than the write: MMEngine reopens
-        # each time) and are flushed after every line, so a crash loses nothing already logged.
-        f = self._files.get(file_path)
-        if f is None:
-            f = self._files[file_path] = open(file_path, 'a')
-        f.write(json.dumps(to_plain_data(value_dict, 'scalars', for_json=True)) + '\n')
-        f.flush()
+    def _dump(self, value_dict: dict, *file_paths: str) -> None:
+        """Append ``value_dict`` as one JSON line to each file (converted once for all)."""
+        text = json.dumps(to_plain_data(value_dict, 'scalars', for_json=True)) + '\n'
+        for file_path in file_paths:
+            # Files stay open between lines (reopening costs more than the write: MMEngine
+            # reopens each time) and are flushed after every line, so a crash loses nothing.
+            f = self._files.get(file_path)
+            if f is None:
+                f = self._files[file_path] = open(file_path, 'a')
+            f.write(text)
+            f.flush()
 
     def _close(self) -> None:
         for f in self._files.values():

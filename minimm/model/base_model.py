@@ -64,6 +64,8 @@ class BaseDataPreprocessor(nn.Module):
 
     def cast_data(self, data: Any) -> Any:
         """Copy ``data`` with every tensor moved to :attr:`device`; other leaves are kept."""
+        if isinstance(data, torch.Tensor):  # first: the common leaf skips the slower ABC checks
+            return data.to(self._device, non_blocking=self._non_blocking)
         if isinstance(data, Mapping):
             return {key: self.cast_data(value) for key, value in data.items()}
         if isinstance(data, (str, bytes)) or data is None:
@@ -72,8 +74,6 @@ class BaseDataPreprocessor(nn.Module):
             return type(data)(*(self.cast_data(item) for item in data))
         if isinstance(data, Sequence):
             return type(data)(self.cast_data(item) for item in data)
-        if isinstance(data, torch.Tensor):
-            return data.to(self._device, non_blocking=self._non_blocking)
         return data
 
     def forward(self, data: Any, training: bool = False) -> Any:

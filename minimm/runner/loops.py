@@ -22,8 +22,9 @@ import logging
 from typing import Dict, List, Optional, Tuple
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader
 
+from ..dataset import InfiniteSampler
 from ..evaluator import BaseMetric
 from ..registry import LOOPS
 from .base_loop import BaseLoop
@@ -144,17 +145,24 @@ class EpochBasedTrainLoop(BaseTrainLoop):
 
 
 class _InfiniteDataloaderIterator:
-    """Iterate a dataloader forever, moving the sampler to the next epoch at each wrap-around."""
+    """Iterate a dataloader forever, moving the sampler to the next epoch at each wrap-around.
+
+    The dataloader's own iterator is made at the first ``next`` (MMEngine makes it at once), so
+    that ``skip`` can still move the sampler: a multi-worker loader starts loading as soon as its
+    iterator exists.
+    """
 
     def __init__(self, dataloader: DataLoader):
         self._dataloader = dataloader
-        self._iterator = iter(dataloader)
+        self._iterator = None
         self._epoch = 0
 
     def __iter__(self):
         return self
 
     def __next__(self):
+        if self._iterator is None:
+            self._iterator = iter(self._dataloader)
         try:
             return next(self._iterator)
         except StopIteration:
@@ -165,12 +173,37 @@ class _InfiniteDataloaderIterator:
             self._iterator = iter(self._dataloader)
             return next(self._iterator)
 
+    def skip(self, num_batches: int) -> None:
+        """Move past the first ``num_batches`` batches, as if they had been drawn.
+
+        A sampler that can start part-way (``set_start_index``: minimm's DefaultSampler and
+        InfiniteSampler) is moved to the epoch and position where those batches end, and nothing
+        is loaded. That needs a plain ``BatchSampler`` (batches are consecutive runs of
+        ``batch_size`` indices). Any other sampler or batch sampler (torch's RandomSampler, a
+        user's own) falls back to what MMEngine does: load the batches and drop them.
+        """
+        sampler = self._dataloader.sampler
+        if (self._iterator is not None or not hasattr(sampler, 'set_start_index')
+                or type(self._dataloader.batch_sampler) is not BatchSampler):
+            for _ in range(num_batches):
+                next(self)
+            return
+        if isinstance(sampler, InfiniteSampler):  # one endless stream: it never wraps around
+            epochs, batches = 0, num_batches
+        else:
+            epochs, batches = divmod(num_batches, len(self._dataloader))
+        if epochs:
+            self._epoch = epochs
+            sampler.set_epoch(epochs)
+        sampler.set_start_index(batches * self._dataloader.batch_size)
+
 
 @LOOPS.register_module()
 class IterBasedTrainLoop(BaseTrainLoop):
     """Train for ``max_iters`` iterations; validate when ``iter >= val_begin`` and
     ``iter % val_interval == 0`` or it is the last iteration. The whole run is one epoch, and the
-    dataloader is iterated forever (a resumed run first skips the batches already trained on)."""
+    dataloader is iterated forever. A resumed run first skips the batches already trained on
+    (without loading them when the sampler allows: see ``_InfiniteDataloaderIterator.skip``)."""
 
     def __init__(self, runner, dataloader, max_iters: int, val_begin: int = 1,
                  val_interval: int = 1000,
@@ -188,8 +221,7 @@ class IterBasedTrainLoop(BaseTrainLoop):
             self.runner.logger.log(logging.WARNING,
                                    f'Advance dataloader {self._iter} steps to skip data that '
                                    'has already been trained')
-            for _ in range(self._iter):
-                next(self.dataloader_iterator)
+            self.dataloader_iterator.skip(self._iter)
         while self._iter < self._max_iters and not self.stop_training:
             self.runner.model.train()
             self.run_iter(next(self.dataloader_iterator))

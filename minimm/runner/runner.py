@@ -234,6 +234,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @property
     def train_loop(self) -> BaseLoop:
+        if isinstance(self._train_loop, BaseLoop):  # built: hooks read runner.iter every iteration
+            return self._train_loop
         if self._train_loop is None:
             raise RuntimeError('train_loop is not available: the runner has no train_cfg')
         self._train_loop = self.build_train_loop(self._train_loop)
