@@ -79,6 +79,15 @@ def test_scope_dot_name_works_from_another_scope():
     assert minidet.registry.HOOKS.get('mmengine.CheckpointHook') is HOOKS.get('CheckpointHook')
 
 
+def test_a_childs_hook_listed_twice_in_its_scope_builds_both(tmp_path):
+    # The duplicate-hook check looks the types up as the build did: in minidet's scope, where
+    # the root HOOKS alone does not have the name. A user's hook listed twice draws no warning.
+    runner = toy_runner(tmp_path, default_scope='minidet', val=False,
+                        custom_hooks=[dict(type='CheckInvalidLossHook', interval=1),
+                                      dict(type='CheckInvalidLossHook', interval=2)])
+    assert [h.interval for h in runner.hooks if type(h) is CheckInvalidLossHook] == [1, 2]
+
+
 def test_a_childs_hook_is_not_found_from_another_packages_scope(tmp_path):
     with pytest.raises(KeyError) as info:
         toy_runner(tmp_path, default_scope='test_downstream_package',

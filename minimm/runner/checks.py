@@ -44,9 +44,14 @@ def check_train_cfg(cfg: dict, logger) -> None:
 
 
 def _hook_class(hook) -> type:
+    """The class a hook entry built, looked up as the build did: in the registry that the
+    default scope (or the entry's ``_scope_``) selects, which may be a package's child."""
     if not isinstance(hook, dict):
         return type(hook)
-    return HOOKS.get(hook['type']) if isinstance(hook['type'], str) else hook['type']
+    if not isinstance(hook['type'], str):
+        return hook['type']
+    with HOOKS.switch_scope_and_registry(hook.get('_scope_')) as registry:
+        return registry.get(hook['type'])
 
 
 def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
