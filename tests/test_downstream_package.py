@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from minimm.registry import HOOKS, MODELS, DefaultScope, Registry, default_scope
-from minimm.runner import Runner
+from minimm.registry import HOOKS, LOOPS, MODELS, DefaultScope, Registry, default_scope
+from minimm.runner import EpochBasedTrainLoop, Runner
 from toy import toy_runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +28,12 @@ from minidet.models import DigitsMLP  # noqa: E402
 # Another package's hook registry, in this test module's scope: a run whose default scope is
 # 'test_downstream_package' looks here, then in minimm's root HOOKS, never in minidet's.
 OTHER_HOOKS = Registry('hook', parent=HOOKS)
+OTHER_LOOPS = Registry('loop', parent=LOOPS)
+
+
+@OTHER_LOOPS.register_module()
+class PackagesEpochLoop(EpochBasedTrainLoop):
+    """A package's own train loop, a subclass of the built-in one."""
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +92,14 @@ def test_a_childs_hook_listed_twice_in_its_scope_builds_both(tmp_path):
                         custom_hooks=[dict(type='CheckInvalidLossHook', interval=1),
                                       dict(type='CheckInvalidLossHook', interval=2)])
     assert [h.interval for h in runner.hooks if type(h) is CheckInvalidLossHook] == [1, 2]
+
+
+def test_a_packages_subclass_of_a_built_in_loop_gets_the_train_cfg_checks(tmp_path):
+    # Looked up in the package's child LOOPS (the default scope's), as the build does.
+    runner = toy_runner(tmp_path, default_scope='test_downstream_package', val=False)
+    runner._train_loop = dict(type='PackagesEpochLoop', max_epochs=2, val_interval=0)
+    with pytest.raises(ValueError, match='train_cfg.val_interval=0: must be an integer >= 1'):
+        runner.train()
 
 
 def test_a_childs_hook_is_not_found_from_another_packages_scope(tmp_path):

@@ -32,7 +32,7 @@ from ..optim.scheduler import build_param_scheduler
 from ..checkpoint import unwrap_model
 from ..registry import EVALUATOR, LOG_PROCESSORS, LOOPS, MODEL_WRAPPERS, MODELS, VISUALIZERS
 from .base_loop import BaseLoop
-from .checks import check_train_cfg
+from .checks import check_train_cfg, class_of
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
 
@@ -207,7 +207,7 @@ class BuildMixin:
         cfg = dict(loop)
         if 'type' in cfg and 'by_epoch' in cfg:
             raise RuntimeError('Only one of `type` or `by_epoch` can exist in `loop_cfg`.')
-        loop_type = LOOPS.get(cfg['type']) if isinstance(cfg.get('type'), str) else cfg.get('type')
+        loop_type = class_of(cfg, LOOPS) if 'type' in cfg else None
         if 'type' not in cfg or (isinstance(loop_type, type) and
                                  issubclass(loop_type, (EpochBasedTrainLoop, IterBasedTrainLoop))):
             check_train_cfg(cfg, self.logger)  # a custom loop may read these keys its own way

@@ -43,15 +43,16 @@ def check_train_cfg(cfg: dict, logger) -> None:
                            f'set {key} >= 1 to train')
 
 
-def _hook_class(hook) -> type:
-    """The class a hook entry built, looked up as the build did: in the registry that the
-    default scope (or the entry's ``_scope_``) selects, which may be a package's child."""
-    if not isinstance(hook, dict):
-        return type(hook)
-    if not isinstance(hook['type'], str):
-        return hook['type']
-    with HOOKS.switch_scope_and_registry(hook.get('_scope_')) as registry:
-        return registry.get(hook['type'])
+def class_of(entry, registry) -> Optional[type]:
+    """The class a config entry of ``registry`` builds (a built object's own class), looked up
+    as the build does: in the registry that the default scope (or the entry's ``_scope_``)
+    selects, which may be a package's child. None for a name nobody registered."""
+    if not isinstance(entry, dict):
+        return type(entry)
+    if not isinstance(entry['type'], str):
+        return entry['type']
+    with registry.switch_scope_and_registry(entry.get('_scope_')) as registry:
+        return registry.get(entry['type'])
 
 
 def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
@@ -62,9 +63,9 @@ def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[l
     places: Dict[type, List[str]] = {}
     for key, hook in {**DEFAULT_HOOKS, **(default_hooks or {})}.items():
         if hook is not None:
-            places.setdefault(_hook_class(hook), []).append(f'default_hooks.{key}')
+            places.setdefault(class_of(hook, HOOKS), []).append(f'default_hooks.{key}')
     for index, hook in enumerate(custom_hooks or []):
-        places.setdefault(_hook_class(hook), []).append(f'custom_hooks[{index}]')
+        places.setdefault(class_of(hook, HOOKS), []).append(f'custom_hooks[{index}]')
     for cls, where in places.items():
         if len(where) > 1 and cls.__module__.startswith('minimm.'):
             logger.warning(f'{cls.__name__} is registered {len(where)} times ({", ".join(where)}): '
