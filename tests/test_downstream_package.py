@@ -10,9 +10,12 @@ import subprocess
 import sys
 
 import pytest
+import torch.nn as nn
 
-from minimm.registry import HOOKS, LOOPS, MODELS, DefaultScope, Registry, default_scope
-from minimm.runner import EpochBasedTrainLoop, Runner
+from minimm.model import is_model_wrapper
+from minimm.registry import (HOOKS, LOOPS, MODEL_WRAPPERS, MODELS, DefaultScope, Registry,
+                             default_scope)
+from minimm.runner import EpochBasedTrainLoop, Runner, get_state_dict
 from toy import toy_runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +32,16 @@ from minidet.models import DigitsMLP  # noqa: E402
 # 'test_downstream_package' looks here, then in minimm's root HOOKS, never in minidet's.
 OTHER_HOOKS = Registry('hook', parent=HOOKS)
 OTHER_LOOPS = Registry('loop', parent=LOOPS)
+OTHER_WRAPPERS = Registry('model_wrapper', parent=MODEL_WRAPPERS)
+
+
+@OTHER_WRAPPERS.register_module()
+class PackagesWrapper(nn.Module):
+    """A package's own model wrapper: the model is its ``module``."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
 
 
 @OTHER_LOOPS.register_module()
@@ -100,6 +113,12 @@ def test_a_packages_subclass_of_a_built_in_loop_gets_the_train_cfg_checks(tmp_pa
     runner._train_loop = dict(type='PackagesEpochLoop', max_epochs=2, val_interval=0)
     with pytest.raises(ValueError, match='train_cfg.val_interval=0: must be an integer >= 1'):
         runner.train()
+
+
+def test_a_wrapper_in_a_childs_model_wrappers_is_looked_through():
+    net = nn.Sequential(nn.Linear(2, 3))
+    assert is_model_wrapper(PackagesWrapper(net))  # MMEngine searches the children too
+    assert list(get_state_dict(PackagesWrapper(net))) == list(net.state_dict())
 
 
 def test_a_childs_hook_is_not_found_from_another_packages_scope(tmp_path):
