@@ -184,11 +184,14 @@ def weights_to_cpu(state_dict: dict) -> OrderedDict:
 
 def unwrap_model(model: nn.Module) -> nn.Module:
     """The model inside a wrapper: DistributedDataParallel, DataParallel, or any class registered
-    in ``MODEL_WRAPPERS`` (MMEngine's ``is_model_wrapper``)."""
+    in ``MODEL_WRAPPERS`` or a registry below it (MMEngine's ``is_model_wrapper``, which this
+    floor may not import)."""
     from torch.nn.parallel import DataParallel, DistributedDataParallel
 
     from .registry import MODEL_WRAPPERS
-    wrappers = (DataParallel, DistributedDataParallel, *MODEL_WRAPPERS.module_dict.values())
+    from .registry.utils import walk
+    wrappers = (DataParallel, DistributedDataParallel,
+                *(cls for node in walk(MODEL_WRAPPERS) for cls in node.module_dict.values()))
     return model.module if isinstance(model, wrappers) else model
 
 

@@ -10,9 +10,12 @@ import subprocess
 import sys
 
 import pytest
+import torch.nn as nn
 
-from minimm.registry import HOOKS, MODELS, DefaultScope, Registry, default_scope
-from minimm.runner import Runner
+from minimm.model import is_model_wrapper
+from minimm.registry import (HOOKS, LOOPS, MODEL_WRAPPERS, MODELS, DefaultScope, Registry,
+                             default_scope)
+from minimm.runner import EpochBasedTrainLoop, Runner, get_state_dict
 from toy import toy_runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +31,22 @@ from minidet.models import DigitsMLP  # noqa: E402
 # Another package's hook registry, in this test module's scope: a run whose default scope is
 # 'test_downstream_package' looks here, then in minimm's root HOOKS, never in minidet's.
 OTHER_HOOKS = Registry('hook', parent=HOOKS)
+OTHER_LOOPS = Registry('loop', parent=LOOPS)
+OTHER_WRAPPERS = Registry('model_wrapper', parent=MODEL_WRAPPERS)
+
+
+@OTHER_WRAPPERS.register_module()
+class PackagesWrapper(nn.Module):
+    """A package's own model wrapper: the model is its ``module``."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+
+@OTHER_LOOPS.register_module()
+class PackagesEpochLoop(EpochBasedTrainLoop):
+    """A package's own train loop, a subclass of the built-in one."""
 
 
 @pytest.fixture(autouse=True)
@@ -77,6 +96,29 @@ def test_scope_dot_name_works_from_another_scope():
     assert type(model) is DigitsMLP and model.net[1].out_features == 8
     # ... and minidet's registry reaches the root's modules by the root's scope.
     assert minidet.registry.HOOKS.get('mmengine.CheckpointHook') is HOOKS.get('CheckpointHook')
+
+
+def test_a_childs_hook_listed_twice_in_its_scope_builds_both(tmp_path):
+    # The duplicate-hook check looks the types up as the build did: in minidet's scope, where
+    # the root HOOKS alone does not have the name. A user's hook listed twice draws no warning.
+    runner = toy_runner(tmp_path, default_scope='minidet', val=False,
+                        custom_hooks=[dict(type='CheckInvalidLossHook', interval=1),
+                                      dict(type='CheckInvalidLossHook', interval=2)])
+    assert [h.interval for h in runner.hooks if type(h) is CheckInvalidLossHook] == [1, 2]
+
+
+def test_a_packages_subclass_of_a_built_in_loop_gets_the_train_cfg_checks(tmp_path):
+    # Looked up in the package's child LOOPS (the default scope's), as the build does.
+    runner = toy_runner(tmp_path, default_scope='test_downstream_package', val=False)
+    runner._train_loop = dict(type='PackagesEpochLoop', max_epochs=2, val_interval=0)
+    with pytest.raises(ValueError, match='train_cfg.val_interval=0: must be an integer >= 1'):
+        runner.train()
+
+
+def test_a_wrapper_in_a_childs_model_wrappers_is_looked_through():
+    net = nn.Sequential(nn.Linear(2, 3))
+    assert is_model_wrapper(PackagesWrapper(net))  # MMEngine searches the children too
+    assert list(get_state_dict(PackagesWrapper(net))) == list(net.state_dict())
 
 
 def test_a_childs_hook_is_not_found_from_another_packages_scope(tmp_path):

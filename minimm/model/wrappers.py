@@ -8,9 +8,9 @@ gradients — the ranks would silently drift apart. So ``train_step`` here repea
 ``BaseModel.train_step`` but runs the loss forward through ``self(...)`` (the DDP forward).
 Validation and testing need no gradient synchronisation and simply delegate to the module.
 
-:func:`is_model_wrapper` says whether a model is one of the wrappers in ``MODEL_WRAPPERS``
-(torch's ``DistributedDataParallel`` and ``DataParallel``, and this class), which hooks ask before
-reaching for ``model.module``, as in MMEngine.
+:func:`is_model_wrapper` says whether a model is one of the wrappers in ``MODEL_WRAPPERS`` or its
+children (torch's ``DistributedDataParallel`` and ``DataParallel``, this class, a package's own),
+which hooks ask before reaching for ``model.module``, as in MMEngine.
 
 Left out compared with MMEngine: ``detect_anomalous_params`` and the other wrappers (FSDP,
 DeepSpeed, ``MMSeparateDistributedDataParallel``).
@@ -23,6 +23,7 @@ import torch.nn as nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from ..registry import MODEL_WRAPPERS, Registry
+from ..registry.utils import walk
 from .base_model import BaseModel
 
 MODEL_WRAPPERS.register_module(module=DistributedDataParallel)
@@ -33,8 +34,9 @@ _HAS_FORWARD_SYNC_BUFFERS = 'forward_sync_buffers' in inspect.signature(
 
 
 def is_model_wrapper(model: nn.Module, registry: Registry = MODEL_WRAPPERS) -> bool:
-    """Whether ``model`` is an instance of a class registered in ``registry``."""
-    return isinstance(model, tuple(registry.module_dict.values()))
+    """Whether ``model`` is an instance of a class registered in ``registry`` or in a registry
+    below it (a downstream package's child ``MODEL_WRAPPERS``), as in MMEngine."""
+    return any(isinstance(model, tuple(node.module_dict.values())) for node in walk(registry))
 
 
 @MODEL_WRAPPERS.register_module()

@@ -92,15 +92,9 @@ def build_runner_from_cfg(cfg: Any, registry: Registry) -> Any:
     if not isinstance(cfg, (dict, Config)):
         raise TypeError(f'cfg should be a dict, ConfigDict or Config, but got {type(cfg)}')
     runner_type = cfg.get('runner_type', 'Runner')
-    if isinstance(runner_type, str):
-        runner_cls = registry.get(runner_type)
-        if runner_cls is None:
-            raise KeyError(registry.not_found_message(runner_type))
-    elif inspect.isclass(runner_type):
-        runner_cls = runner_type
-    else:
+    if not (isinstance(runner_type, str) or inspect.isclass(runner_type)):
         raise TypeError(f'runner_type must be a str or a class, but got {type(runner_type)}')
-    return runner_cls.from_cfg(cfg)
+    return _type_to_callable(runner_type, registry).from_cfg(cfg)
 
 
 def build_model_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = None):

@@ -71,16 +71,12 @@ def registry_for_scope(registry, scope_name: str):
     imported (the package is not installed) is warned about, once per registry: MMEngine warns
     in both cases, at every build.
     """
-    root = registry._get_root_registry()
-    found = root._search_child(scope_name)
+    found = registry._registry_of_scope(scope_name)
     if found is not None:
         return found
-    importable = import_scope_registry(scope_name)
-    found = root._search_child(scope_name)
-    if found is not None:
-        return found
-    if not importable and (scope_name, registry.name) not in _warned:
+    if (scope_name, registry.name) not in _warned and not import_scope_registry(scope_name):
         _warned.add((scope_name, registry.name))
+        root = registry._get_root_registry()
         _warn(f'Failed to search registry with scope "{scope_name}" in the "{root.name}" '
               f'registry tree: `{scope_name}.registry` cannot be imported (is `{scope_name}` '
               f'installed?), so the "{registry.scope}::{registry.name}" registry builds '

@@ -137,6 +137,16 @@ class Registry:
                 return found
         return None
 
+    def _registry_of_scope(self, scope: str) -> Optional['Registry']:
+        """The registry of ``scope`` in this tree, after importing ``{scope}.registry`` if the
+        tree has none yet (a package's registries join the tree when that module runs)."""
+        root = self._get_root_registry()
+        found = root._search_child(scope)
+        if found is None:
+            import_scope_registry(scope)
+            found = root._search_child(scope)
+        return found
+
     def import_from_location(self) -> None:
         """Import ``locations`` once, so that their classes are registered before a lookup."""
         if self._imported:
@@ -161,17 +171,14 @@ class Registry:
         scope, name = self.split_scope_key(key)
         obj = None
         if scope is None or scope == self._scope:
-            registry = self
-            while registry is not None and obj is None:
+            # A scoped key belongs to this registry only, not to its parents.
+            for registry in self._lineage() if scope is None else [self]:
                 registry.import_from_location()
                 obj = registry._module_dict.get(name)
-                # A scoped key belongs to this registry only, not to its parents.
-                registry = registry.parent if scope is None else None
+                if obj is not None:
+                    break
         else:
-            root = self._get_root_registry()
-            target = root._search_child(scope)
-            if target is None and import_scope_registry(scope):
-                target = root._search_child(scope)
+            target = self._registry_of_scope(scope)
             if target is not None:
                 obj = target.get(name)
         return obj if obj is not None else import_object(key)

@@ -8,11 +8,11 @@ packages. The Runner builds its logger, MessageHub, visualizer, log processor an
 ``__init__``, and the loops, optim wrapper and schedulers lazily, in ``train()``/``val()``/
 ``test()``, so a runner for testing never builds an optimizer.
 
-``scale_lr`` (``auto_scale_lr``) and ``check_scheduler_cfg`` sit here too, beside the builders whose
-results they adjust or check. Left out compared with MMEngine: ``OptimWrapperDict`` (several
-optimizers). Different: ``build_logger``/``build_message_hub``/``build_visualizer`` make a new
-instance under the name (MMEngine's ``get_instance`` returns an older one of the same name), and
-no config dict passed in is changed (MMEngine fills in ``name``, ``type``... in place).
+``scale_lr`` (``auto_scale_lr``) sits here too, beside the builder whose result it adjusts.
+Left out compared with MMEngine: ``OptimWrapperDict`` (several optimizers). Different:
+``build_logger``/``build_message_hub``/``build_visualizer`` make a new instance under the name
+(MMEngine's ``get_instance`` returns an older one of the same name), and no config dict passed in
+is changed (MMEngine fills in ``name``, ``type``... in place).
 """
 import copy
 import os.path as osp
@@ -28,36 +28,12 @@ from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
 from ..model import (MMDistributedDataParallel, convert_sync_batchnorm, is_model_wrapper,
                      revert_sync_batchnorm)
 from ..optim import OptimWrapper, build_optim_wrapper
-from ..optim.scheduler import _ParamScheduler, build_param_scheduler
+from ..optim.scheduler import build_param_scheduler
 from ..checkpoint import unwrap_model
 from ..registry import EVALUATOR, LOG_PROCESSORS, LOOPS, MODEL_WRAPPERS, MODELS, VISUALIZERS
 from .base_loop import BaseLoop
-from .checks import check_train_cfg
+from .checks import check_train_cfg, class_of
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
-
-
-def check_scheduler_cfg(param_scheduler) -> None:
-    """Fail early on a ``param_scheduler`` of the wrong shape: a scheduler or a config dict, a
-    list of them, or (MMEngine's form for several optimizers) a dict of either."""
-    def is_one(entry):
-        return isinstance(entry, _ParamScheduler) or (isinstance(entry, dict) and 'type' in entry)
-
-    if param_scheduler is None or is_one(param_scheduler):
-        return
-    if isinstance(param_scheduler, (list, tuple)):
-        bad = [entry for entry in param_scheduler if not is_one(entry)]
-    elif isinstance(param_scheduler, dict):
-        bad = [value for value in param_scheduler.values() if not is_one(value) and not (
-            isinstance(value, (list, tuple)) and all(map(is_one, value)))]
-        if bad:
-            raise AssertionError('Each value of `param_scheduler` should be a scheduler, a config '
-                                 f'dict with a `type`, or a list of them, but got {bad[0]!r}')
-    else:
-        raise TypeError('`param_scheduler` should be a `_ParamScheduler`, a dict, a list or a '
-                        f'tuple, but got {type(param_scheduler)}')
-    if bad:
-        raise TypeError(f'each entry of `param_scheduler` should be a scheduler or a config dict '
-                        f'with a `type`, but got {bad[0]!r}')
 
 
 class BuildMixin:
@@ -231,7 +207,7 @@ class BuildMixin:
         cfg = dict(loop)
         if 'type' in cfg and 'by_epoch' in cfg:
             raise RuntimeError('Only one of `type` or `by_epoch` can exist in `loop_cfg`.')
-        loop_type = LOOPS.get(cfg['type']) if isinstance(cfg.get('type'), str) else cfg.get('type')
+        loop_type = class_of(cfg, LOOPS) if 'type' in cfg else None
         if 'type' not in cfg or (isinstance(loop_type, type) and
                                  issubclass(loop_type, (EpochBasedTrainLoop, IterBasedTrainLoop))):
             check_train_cfg(cfg, self.logger)  # a custom loop may read these keys its own way

@@ -5,11 +5,12 @@ so in a warning: ``max_epochs=0`` (or ``max_iters=0``) trains nothing, and a bui
 twice (``EMAHook`` twice in ``custom_hooks``, ``CheckpointHook`` in ``default_hooks`` and again in
 ``custom_hooks``) runs twice. A value that cannot work is an error naming the key, the value and
 what is allowed, instead of a crash later: ``val_interval=0`` (MMEngine divides by it after the
-first epoch), ``max_epochs='two'``.
+first epoch), ``max_epochs='two'``, a ``param_scheduler`` of the wrong shape.
 """
 import numbers
 from typing import Dict, List, Optional
 
+from ..optim.scheduler import _ParamScheduler
 from ..registry import HOOKS
 from .hook_dispatch import DEFAULT_HOOKS
 
@@ -42,10 +43,16 @@ def check_train_cfg(cfg: dict, logger) -> None:
                            f'set {key} >= 1 to train')
 
 
-def _hook_class(hook) -> type:
-    if not isinstance(hook, dict):
-        return type(hook)
-    return HOOKS.get(hook['type']) if isinstance(hook['type'], str) else hook['type']
+def class_of(entry, registry) -> Optional[type]:
+    """The class a config entry of ``registry`` builds (a built object's own class), looked up
+    as the build does: in the registry that the default scope (or the entry's ``_scope_``)
+    selects, which may be a package's child. None for a name nobody registered."""
+    if not isinstance(entry, dict):
+        return type(entry)
+    if not isinstance(entry['type'], str):
+        return entry['type']
+    with registry.switch_scope_and_registry(entry.get('_scope_')) as registry:
+        return registry.get(entry['type'])
 
 
 def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
@@ -56,11 +63,35 @@ def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[l
     places: Dict[type, List[str]] = {}
     for key, hook in {**DEFAULT_HOOKS, **(default_hooks or {})}.items():
         if hook is not None:
-            places.setdefault(_hook_class(hook), []).append(f'default_hooks.{key}')
+            places.setdefault(class_of(hook, HOOKS), []).append(f'default_hooks.{key}')
     for index, hook in enumerate(custom_hooks or []):
-        places.setdefault(_hook_class(hook), []).append(f'custom_hooks[{index}]')
+        places.setdefault(class_of(hook, HOOKS), []).append(f'custom_hooks[{index}]')
     for cls, where in places.items():
         if len(where) > 1 and cls.__module__.startswith('minimm.'):
             logger.warning(f'{cls.__name__} is registered {len(where)} times ({", ".join(where)}): '
                            'each of them runs at every stage it implements, as in MMEngine; '
                            'remove the extra entry unless that is what you want')
+
+
+def check_scheduler_cfg(param_scheduler) -> None:
+    """Fail early on a ``param_scheduler`` of the wrong shape: a scheduler or a config dict, a
+    list of them, or (MMEngine's form for several optimizers) a dict of either."""
+    def is_one(entry):
+        return isinstance(entry, _ParamScheduler) or (isinstance(entry, dict) and 'type' in entry)
+
+    if param_scheduler is None or is_one(param_scheduler):
+        return
+    if isinstance(param_scheduler, (list, tuple)):
+        bad = [entry for entry in param_scheduler if not is_one(entry)]
+        if bad:
+            raise TypeError('each entry of `param_scheduler` should be a scheduler or a config '
+                            f'dict with a `type`, but got {bad[0]!r}')
+    elif isinstance(param_scheduler, dict):
+        bad = [value for value in param_scheduler.values() if not is_one(value) and not (
+            isinstance(value, (list, tuple)) and all(map(is_one, value)))]
+        if bad:
+            raise AssertionError('Each value of `param_scheduler` should be a scheduler, a config '
+                                 f'dict with a `type`, or a list of them, but got {bad[0]!r}')
+    else:
+        raise TypeError('`param_scheduler` should be a `_ParamScheduler`, a dict, a list or a '
+                        f'tuple, but got {type(param_scheduler)}')

@@ -50,12 +50,12 @@ from ..logging import Visualizer
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from ..registry import RUNNERS, DefaultScope
-from .builders import BuildMixin, check_scheduler_cfg
+from .builders import BuildMixin
 from ..checkpoint import unwrap_model
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
-from .checks import warn_duplicate_hooks
+from .checks import check_scheduler_cfg, warn_duplicate_hooks
 
 ConfigType = Union[dict, Config]
 
