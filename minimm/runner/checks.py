@@ -73,13 +73,19 @@ def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[l
                            'remove the extra entry unless that is what you want')
 
 
-def check_scheduler_cfg(param_scheduler) -> None:
+def check_scheduler_cfg(param_scheduler, optim_wrapper) -> None:
     """Fail early on a ``param_scheduler`` of the wrong shape: a scheduler or a config dict, a
-    list of them, or (MMEngine's form for several optimizers) a dict of either."""
+    list of them, or (MMEngine's form for several optimizers) a dict of either; or one given
+    without an ``optim_wrapper`` to schedule."""
     def is_one(entry):
         return isinstance(entry, _ParamScheduler) or (isinstance(entry, dict) and 'type' in entry)
 
-    if param_scheduler is None or is_one(param_scheduler):
+    if param_scheduler is None:
+        return
+    if optim_wrapper is None:
+        raise ValueError('param_scheduler should be None when optim_wrapper is None, '
+                         f'but got {param_scheduler}')
+    if is_one(param_scheduler):
         return
     if isinstance(param_scheduler, (list, tuple)):
         bad = [entry for entry in param_scheduler if not is_one(entry)]

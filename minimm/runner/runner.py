@@ -132,10 +132,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
-        check_scheduler_cfg(param_scheduler)
-        if optim_wrapper is None and param_scheduler is not None:
-            raise ValueError('param_scheduler should be None when optim_wrapper is None, '
-                             f'but got {param_scheduler}')
+        check_scheduler_cfg(param_scheduler, optim_wrapper)
         self.auto_scale_lr = auto_scale_lr
         _all_or_none('val_dataloader, val_cfg, val_evaluator',
                      [val_dataloader, val_cfg, val_evaluator])
