@@ -35,6 +35,14 @@ def _describe(outputs) -> str:
     return f'keys {list(outputs)}' if isinstance(outputs, dict) else type(outputs).__name__
 
 
+def _train_mode(model: torch.nn.Module) -> None:
+    """``model.train()``, which MMEngine calls before every iteration, skipped when it would
+    change nothing (each module training, none with its own ``train``): it costs more than the
+    forward pass of a tiny model."""
+    if not all(m.training and type(m).train is torch.nn.Module.train for m in model.modules()):
+        model.train()
+
+
 def _non_negative_int(name: str, value) -> int:
     if int(value) != value or value < 0:
         raise ValueError(f'{name} must be a non-negative integer, but got {value}')
@@ -149,8 +157,7 @@ class _InfiniteDataloaderIterator:
 
     The dataloader's own iterator is made at the first ``next`` (MMEngine makes it at once), so
     that ``skip`` can still move the sampler: a multi-worker loader starts loading as soon as its
-    iterator exists.
-    """
+    iterator exists."""
 
     def __init__(self, dataloader: DataLoader):
         self._dataloader = dataloader
@@ -180,8 +187,7 @@ class _InfiniteDataloaderIterator:
         InfiniteSampler) is moved to the epoch and position where those batches end, and nothing
         is loaded. That needs a plain ``BatchSampler`` (batches are consecutive runs of
         ``batch_size`` indices). Any other sampler or batch sampler (torch's RandomSampler, a
-        user's own) falls back to what MMEngine does: load the batches and drop them.
-        """
+        user's own) falls back to what MMEngine does: load the batches and drop them."""
         sampler = self._dataloader.sampler
         if (self._iterator is not None or not hasattr(sampler, 'set_start_index')
                 or type(self._dataloader.batch_sampler) is not BatchSampler):
@@ -223,7 +229,7 @@ class IterBasedTrainLoop(BaseTrainLoop):
                                    'has already been trained')
             self.dataloader_iterator.skip(self._iter)
         while self._iter < self._max_iters and not self.stop_training:
-            self.runner.model.train()
+            _train_mode(self.runner.model)
             self.run_iter(next(self.dataloader_iterator))
             self._decide_current_val_interval()
             if self._should_validate(self._iter, self._max_iters):
