@@ -36,9 +36,8 @@ def _describe(outputs) -> str:
 
 
 def _train_mode(model: torch.nn.Module) -> None:
-    """``model.train()``, which MMEngine calls before every iteration, skipped when it would
-    change nothing (each module training, none with its own ``train``): it costs more than the
-    forward pass of a tiny model."""
+    """MMEngine's ``model.train()`` before each iteration, skipped when it would change nothing."""
+    # The check costs a third of the call, which costs more than a tiny model's forward pass.
     if not all(m.training and type(m).train is torch.nn.Module.train for m in model.modules()):
         model.train()
 
@@ -57,8 +56,7 @@ class BaseTrainLoop(BaseLoop):
     length); an iteration-based one ``max_iters``, and the whole run counts as one epoch, as in
     MMEngine. As in MMEngine, the counters live in ``_epoch``/``_iter`` (``_max_epochs``/
     ``_max_iters``) behind read-only properties: the loop advances them, and a resumed run (or a
-    hook, or a test) sets the private ones.
-    """
+    hook, or a test) sets the private ones."""
 
     def __init__(self, runner, dataloader, val_begin: int, val_interval: int,
                  max_epochs: Optional[int] = None, max_iters: Optional[int] = None,
