@@ -36,8 +36,7 @@ def _describe(outputs) -> str:
 
 
 def _train_mode(model: torch.nn.Module) -> None:
-    """MMEngine's ``model.train()`` before each iteration, skipped when it would change nothing."""
-    # The check costs a third of the call, which costs more than a tiny model's forward pass.
+    """MMEngine's per-iteration ``model.train()``, skipped if a no-op (it costs a tiny forward)."""
     if not all(m.training and type(m).train is torch.nn.Module.train for m in model.modules()):
         model.train()
 
