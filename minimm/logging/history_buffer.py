@@ -54,6 +54,10 @@ class HistoryBuffer:
 
     def update(self, log_val, count: int = 1) -> None:
         """Append one value with its count, dropping the oldest beyond ``max_length``."""
+        if type(log_val) is float and type(count) is int:  # the usual case, checked cheaply
+            self._log_history.append(log_val)
+            self._count_history.append(count)
+            return
         if not isinstance(log_val, (int, float)) or not isinstance(count, (int, float)):
             raise TypeError(f'log_val and count must be int or float, got {type(log_val)} and '
                             f'{type(count)}')

@@ -67,6 +67,15 @@ class MMLogger(logging.Logger, ManagerMixin):
             self.addHandler(file_handler)
         self.log_file = log_file
 
+    def isEnabledFor(self, level: int) -> bool:
+        # The logger's own level stays NOTSET (as in MMEngine: log_level is the handlers'), so
+        # logging.Logger would build a record, with a walk up the stack for its caller, for every
+        # message, only for the handlers to drop it. Answer False when no handler would take it;
+        # with logger filters or no handler at all (the lastResort one) ask logging as usual.
+        if self.filters or not self.handlers or (self.propagate and self.parent is not None):
+            return super().isEnabledFor(level)
+        return super().isEnabledFor(level) and any(level >= h.level for h in self.handlers)
+
     @classmethod
     def get_current_instance(cls) -> 'MMLogger':
         """The latest instance; creates one named ``'minimm'`` when there is none yet."""

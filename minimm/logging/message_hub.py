@@ -94,7 +94,8 @@ class MessageHub(ManagerMixin):
         # _set_resumed_keys only runs for a new key (or to reject a changed flag).
         if self._resumed_keys.get(key) != resumed:
             self._set_resumed_keys(key, resumed)
-        checked_value = self._get_valid_value(value)
+        # A Python float (a time, a learning rate) is already what _get_valid_value returns.
+        checked_value = value if type(value) is float else self._get_valid_value(value)
         if not isinstance(count, int):
             raise TypeError(f'count of {key} must be an int, got {type(count)}')
         buffer = self._log_scalars.get(key)

@@ -64,8 +64,14 @@ class BaseDataPreprocessor(nn.Module):
 
     def cast_data(self, data: Any) -> Any:
         """Copy ``data`` with every tensor moved to :attr:`device`; other leaves are kept."""
-        if isinstance(data, torch.Tensor):  # first: the common leaf skips the slower ABC checks
+        # Called on every batch, so the common cases come first, tested by exact type: checking
+        # against the Mapping and Sequence ABCs costs more than the rest of the work here.
+        if isinstance(data, torch.Tensor):
+            if data.device == self._device:  # what .to() would return, without parsing its args
+                return data
             return data.to(self._device, non_blocking=self._non_blocking)
+        if type(data) in (list, tuple):
+            return type(data)(self.cast_data(item) for item in data)
         if isinstance(data, Mapping):
             return {key: self.cast_data(value) for key, value in data.items()}
         if isinstance(data, (str, bytes)) or data is None:

@@ -35,6 +35,12 @@ def _describe(outputs) -> str:
     return f'keys {list(outputs)}' if isinstance(outputs, dict) else type(outputs).__name__
 
 
+def _train_mode(model: torch.nn.Module) -> None:
+    """MMEngine's per-iteration ``model.train()``, skipped if a no-op (it costs a tiny forward)."""
+    if not all(m.training and type(m).train is torch.nn.Module.train for m in model.modules()):
+        model.train()
+
+
 def _non_negative_int(name: str, value) -> int:
     if int(value) != value or value < 0:
         raise ValueError(f'{name} must be a non-negative integer, but got {value}')
@@ -49,8 +55,7 @@ class BaseTrainLoop(BaseLoop):
     length); an iteration-based one ``max_iters``, and the whole run counts as one epoch, as in
     MMEngine. As in MMEngine, the counters live in ``_epoch``/``_iter`` (``_max_epochs``/
     ``_max_iters``) behind read-only properties: the loop advances them, and a resumed run (or a
-    hook, or a test) sets the private ones.
-    """
+    hook, or a test) sets the private ones."""
 
     def __init__(self, runner, dataloader, val_begin: int, val_interval: int,
                  max_epochs: Optional[int] = None, max_iters: Optional[int] = None,
@@ -149,8 +154,7 @@ class _InfiniteDataloaderIterator:
 
     The dataloader's own iterator is made at the first ``next`` (MMEngine makes it at once), so
     that ``skip`` can still move the sampler: a multi-worker loader starts loading as soon as its
-    iterator exists.
-    """
+    iterator exists."""
 
     def __init__(self, dataloader: DataLoader):
         self._dataloader = dataloader
@@ -180,8 +184,7 @@ class _InfiniteDataloaderIterator:
         InfiniteSampler) is moved to the epoch and position where those batches end, and nothing
         is loaded. That needs a plain ``BatchSampler`` (batches are consecutive runs of
         ``batch_size`` indices). Any other sampler or batch sampler (torch's RandomSampler, a
-        user's own) falls back to what MMEngine does: load the batches and drop them.
-        """
+        user's own) falls back to what MMEngine does: load the batches and drop them."""
         sampler = self._dataloader.sampler
         if (self._iterator is not None or not hasattr(sampler, 'set_start_index')
                 or type(self._dataloader.batch_sampler) is not BatchSampler):
@@ -223,7 +226,7 @@ class IterBasedTrainLoop(BaseTrainLoop):
                                    'has already been trained')
             self.dataloader_iterator.skip(self._iter)
         while self._iter < self._max_iters and not self.stop_training:
-            self.runner.model.train()
+            _train_mode(self.runner.model)
             self.run_iter(next(self.dataloader_iterator))
             self._decide_current_val_interval()
             if self._should_validate(self._iter, self._max_iters):
