@@ -26,7 +26,9 @@ set -e
 [ "$status" -eq 0 ] || { echo "compile_cuda.sh: the build failed" >&2; exit 1; }
 so=$(find "$out/lib" -name '_C*.so')
 test -n "$so" || { echo "compile_cuda.sh: no extension was produced" >&2; exit 1; }
-readelf -S "$so" | grep -q nv_fatbin || { echo "compile_cuda.sh: $so holds no CUDA code (no .nv_fatbin)" >&2; exit 1; }
+# Read whole before grepping: `readelf | grep -q` under pipefail fails when grep quits early.
+sections=$(readelf -S "$so")
+grep -q nv_fatbin <<<"$sections" || { echo "compile_cuda.sh: $so holds no CUDA code (no .nv_fatbin)" >&2; exit 1; }
 # Loading needs no GPU and runs the op and class registration, so a registration bug fails here too.
 "$PYTHON" -c "import sys, torch; torch.ops.load_library(sys.argv[1])
 for op in ('minimm::ema_update_', 'minimm::pack', 'minimm::unpack_'):
