@@ -15,7 +15,7 @@ lists, so there is one converter for everything minimm writes.
 MMEngine saves such values as they are, so its checkpoints may need ``weights_only=False``.
 """
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 import torch
@@ -27,7 +27,17 @@ _LEAF_TYPES = (type(None), bool, int, float, complex, str, bytes, torch.Size, to
 _JSON_LEAF_TYPES = (type(None), bool, int, float, str)
 
 
-def to_plain_data(value: Any, where: str = 'value', for_json: bool = False) -> Any:
+def _path(where: Union[str, tuple]) -> str:
+    """``where`` as text: a name, or ``(parent, suffix_template, key)`` for a value inside the
+    parent. Only an error message needs the text, so it is only built then (formatting it for
+    every value, with a ``repr`` of every key, would cost more than the conversion itself)."""
+    if isinstance(where, str):
+        return where
+    parent, template, key = where
+    return _path(parent) + template.format(key)
+
+
+def to_plain_data(value: Any, where: Union[str, tuple] = 'value', for_json: bool = False) -> Any:
     """``value`` rebuilt from plain data; a TypeError naming ``where[...]`` if it cannot be.
 
     ``for_json=True``: plain data for ``json.dump`` (tensors become lists as numpy arrays do,
@@ -43,20 +53,21 @@ def to_plain_data(value: Any, where: str = 'value', for_json: bool = False) -> A
     if isinstance(value, np.generic):
         return value.item()
     if type(value) in (list, tuple, set):
-        items = (to_plain_data(item, f'{where}[{i}]', for_json) for i, item in enumerate(value))
+        items = (to_plain_data(item, (where, '[{!r}]', i), for_json)
+                 for i, item in enumerate(value))
         return list(items) if for_json else type(value)(items)
     if isinstance(value, dict):
-        items = ((to_plain_data(k, f'{where} key {k!r}', for_json),
-                  to_plain_data(v, f'{where}[{k!r}]', for_json)) for k, v in value.items())
+        items = ((to_plain_data(k, (where, ' key {!r}', k), for_json),
+                  to_plain_data(v, (where, '[{!r}]', k), for_json)) for k, v in value.items())
         if not isinstance(value, OrderedDict):
             return dict(items)
         plain = OrderedDict(items)
         if hasattr(value, '_metadata') and not for_json:
             # A state dict's module versions, which _load_from_state_dict reads to convert
             # the keys of an older version of a module.
-            plain._metadata = to_plain_data(value._metadata, f'{where}._metadata')
+            plain._metadata = to_plain_data(value._metadata, (where, '._metadata', None))
         return plain
     reader = 'JSON' if for_json else 'torch.load(weights_only=True)'
-    raise TypeError(f'{where} is a {type(value).__module__}.{type(value).__qualname__}, which '
-                    f'{reader} cannot read back; store it as plain data '
-                    '(numbers, strings, lists, tuples, dicts, tensors)')
+    kind = f'{type(value).__module__}.{type(value).__qualname__}'
+    raise TypeError(f'{_path(where)} is a {kind}, which {reader} cannot read back; store it as '
+                    'plain data (numbers, strings, lists, tuples, dicts, tensors)')

@@ -61,6 +61,16 @@ def test_parse_losses_sums_only_keys_containing_loss():
     assert [v.item() for v in log_vars.values()] == [7.5, 1.5, 0.5, 6.0]
 
 
+def test_parse_losses_with_a_key_named_loss_logs_that_entry_and_returns_the_total():
+    # MMEngine builds log_vars from [('loss', total), ('loss', a), ...]: the later pair wins
+    # the value, the first keeps the place.
+    model = LinearModel()
+    a, b = torch.tensor(1.0), torch.tensor(2.0)
+    loss, log_vars = model.parse_losses(dict(loss_x=b, loss=a))
+    assert loss.item() == 3.0
+    assert list(log_vars) == ['loss', 'loss_x'] and log_vars['loss'] is a
+
+
 def test_parse_losses_keeps_the_graph_and_rejects_bad_values():
     model = LinearModel()
     w = torch.tensor(3.0, requires_grad=True)

@@ -2,6 +2,7 @@
 past a corrupt file, named read errors, plain-data metadata, trusted foreign files, strict=False."""
 import os
 import stat
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -166,6 +167,16 @@ def test_a_range_is_saved_as_a_list():
     # MMCV 1.x configs write gpu_ids=range(1); the runner's meta carries the config into files.
     from minimm.plain_data import to_plain_data
     assert to_plain_data(dict(gpu_ids=range(2))) == dict(gpu_ids=[0, 1])
+
+
+def test_the_path_in_the_message_names_dict_keys_and_state_dict_metadata():
+    from minimm.plain_data import to_plain_data
+    with pytest.raises(TypeError, match=r"meta key \('a', <object"):
+        to_plain_data({('a', object()): 1}, 'meta')
+    state = OrderedDict(w=1)
+    state._metadata = {'': {'version': object()}}
+    with pytest.raises(TypeError, match=r"state\._metadata\[''\]\['version'\] is a builtins"):
+        to_plain_data(state, 'state')
 
 
 class _AddsObject(Hook):

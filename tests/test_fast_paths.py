@@ -67,6 +67,23 @@ def test_every_iteration_starts_in_training_mode(tmp_path):
     assert hook.seen == [[True, True, True]] * 4  # model, fc, data_preprocessor
 
 
+class _DeepNet(_PlainNet):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Sequential(nn.Identity()))
+
+
+class _EvalDeepAfterIter(_EvalAfterIter):
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        runner.model.body[0][0].eval()  # two levels down
+
+
+def test_a_module_deep_inside_is_put_back_in_training_mode(tmp_path):
+    hook = _EvalDeepAfterIter()
+    _run(tmp_path, _DeepNet(), [hook])
+    assert hook.seen == [[True] * 6] * 4  # model, fc, body, body[0], body[0][0], preprocessor
+
+
 def test_an_overridden_train_is_called_before_every_iteration(tmp_path):
     model = _Net()
     _run(tmp_path, model, [], max_iters=5)

@@ -138,3 +138,14 @@ def test_demo_epochs_must_be_positive(capsys, epochs):
         main(['demo', '--epochs', epochs])
     assert f"argument --epochs: must be an integer >= 1, but got '{epochs}'" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize('value', [-1, 'two', True, 2.5])
+def test_a_train_loop_built_without_the_runner_names_a_bad_counter(tmp_path, value):
+    from minimm.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
+    runner = toy_runner(tmp_path)
+    loader = runner.train_dataloader
+    with pytest.raises(ValueError, match=rf"max_iters={value!r}: must be an integer >= 0"):
+        IterBasedTrainLoop(runner, loader, max_iters=value)
+    with pytest.raises(ValueError, match=rf"max_epochs={value!r}: must be an integer >= 0"):
+        EpochBasedTrainLoop(runner, loader, max_epochs=value)

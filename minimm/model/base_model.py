@@ -71,7 +71,8 @@ class BaseDataPreprocessor(nn.Module):
                 return data
             return data.to(self._device, non_blocking=self._non_blocking)
         if type(data) in (list, tuple):
-            return type(data)(self.cast_data(item) for item in data)
+            items = [self.cast_data(item) for item in data]
+            return items if type(data) is list else tuple(items)
         if isinstance(data, Mapping):
             return {key: self.cast_data(value) for key, value in data.items()}
         if isinstance(data, (str, bytes)) or data is None:
@@ -186,11 +187,14 @@ class BaseModel(nn.Module, metaclass=ABCMeta):
                 log_vars.append((loss_name, _sum(_mean(item) for item in loss_value)))
             else:
                 raise TypeError(f'{loss_name} is not a tensor or list of tensors')
-        if not any('loss' in key for key, _ in log_vars):
+        loss = None
+        for key, value in log_vars:
+            if 'loss' in key:
+                loss = value if loss is None else loss + value
+        if loss is None:
             raise KeyError(f"forward(mode='loss') returned no entry whose name contains 'loss' "
                            f'(got keys {list(losses)}), so there is nothing to back-propagate; '
                            "name the loss terms 'loss' or 'loss_*'")
-        loss = _sum(value for key, value in log_vars if 'loss' in key)
         log_vars.insert(0, ('loss', loss))
         return loss, OrderedDict(log_vars)
 

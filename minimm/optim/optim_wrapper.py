@@ -148,15 +148,16 @@ class OptimWrapper:
         """``loss`` divided by the size of the group this iteration belongs to, so that the
         accumulated gradient is the group's mean."""
         size = self._accumulative_counts
+        if size == 1:  # no accumulation: dividing by 1 would only add a node to the graph
+            return loss
         last_full = self._max_counts - self._remainder_counts
-        if size > 1 and self._max_counts != -1 and self._inner_count >= last_full:
+        if self._max_counts != -1 and self._inner_count >= last_full:
             size = self._remainder_counts
             if size <= 0:
                 raise ValueError(
                     f'loss_factor should be larger than zero, but got {size}: '
                     'initialize_count_status was called with init_counts '
                     f'{self._inner_count} at or beyond max_counts {self._max_counts}')
-        # Dividing by 1 would only add a node to the graph (MMEngine divides anyway).
         return loss if size == 1 else loss / size
 
     def optim_context(self, model: torch.nn.Module):

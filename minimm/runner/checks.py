@@ -24,6 +24,14 @@ def _is_whole(value) -> bool:
     return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
 
 
+def non_negative_int(name: str, value) -> int:
+    """``value`` as an int; a ValueError naming ``name`` unless it is a whole number >= 0 (what a
+    train loop built without the Runner, which checks ``train_cfg`` first, is given)."""
+    if not _is_whole(value) or value < 0:
+        raise ValueError(f'{name}={value!r}: must be an integer >= 0')
+    return int(value)
+
+
 def check_train_cfg(cfg: dict, logger) -> None:
     """Raise for a ``train_cfg`` number that cannot work; warn when it trains nothing."""
     for key, minimum in TRAIN_CFG_MINIMUMS.items():

@@ -18,7 +18,6 @@ with MMEngine: validation losses, and the 2-second sleep MMEngine's infinite ite
 between epochs (a multi-worker deadlock guard).
 """
 import bisect
-import logging
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -28,6 +27,7 @@ from ..dataset import InfiniteSampler
 from ..evaluator import BaseMetric
 from ..registry import LOOPS
 from .base_loop import BaseLoop
+from .checks import non_negative_int
 from .utils import calc_dynamic_intervals
 
 
@@ -35,16 +35,14 @@ def _describe(outputs) -> str:
     return f'keys {list(outputs)}' if isinstance(outputs, dict) else type(outputs).__name__
 
 
-def _train_mode(model: torch.nn.Module) -> None:
-    """MMEngine's per-iteration ``model.train()``, skipped if a no-op (it costs a tiny forward)."""
-    if not all(m.training and type(m).train is torch.nn.Module.train for m in model.modules()):
-        model.train()
-
-
-def _non_negative_int(name: str, value) -> int:
-    if int(value) != value or value < 0:
-        raise ValueError(f'{name} must be a non-negative integer, but got {value}')
-    return int(value)
+def _in_train_mode(module: torch.nn.Module) -> bool:
+    """Whether ``module.train()`` (a setattr on every submodule: ten times this walk) is a no-op."""
+    if not module.training or type(module).train is not torch.nn.Module.train:
+        return False
+    for child in module._modules.values():
+        if child is not None and not _in_train_mode(child):
+            return False
+    return True
 
 
 class BaseTrainLoop(BaseLoop):
@@ -65,10 +63,10 @@ class BaseTrainLoop(BaseLoop):
             raise ValueError('train_dataloader has no batches: its dataset is empty, or smaller '
                              'than batch_size with drop_last=True')
         if max_epochs is not None:
-            self._max_epochs = _non_negative_int('max_epochs', max_epochs)
+            self._max_epochs = non_negative_int('max_epochs', max_epochs)
             self._max_iters = self._max_epochs * len(self.dataloader)
         else:
-            self._max_iters = _non_negative_int('max_iters', max_iters)
+            self._max_iters = non_negative_int('max_iters', max_iters)
             self._max_epochs = 1
         self._epoch = 0
         self._iter = 0
@@ -219,14 +217,13 @@ class IterBasedTrainLoop(BaseTrainLoop):
         self.runner.call_hook('before_train')
         self.runner.call_hook('before_train_epoch')
         if self._iter > 0:
-            # Resumed: skip the batches that were already trained on, so the data order matches
-            # an uninterrupted run.
-            self.runner.logger.log(logging.WARNING,
-                                   f'Advance dataloader {self._iter} steps to skip data that '
-                                   'has already been trained')
+            # Resumed: skip what was already trained on, so the data order is an unbroken run's.
+            self.runner.logger.warning(f'Advance dataloader {self._iter} steps to skip data that '
+                                       'has already been trained')
             self.dataloader_iterator.skip(self._iter)
         while self._iter < self._max_iters and not self.stop_training:
-            _train_mode(self.runner.model)
+            if not _in_train_mode(self.runner.model):
+                self.runner.model.train()
             self.run_iter(next(self.dataloader_iterator))
             self._decide_current_val_interval()
             if self._should_validate(self._iter, self._max_iters):
@@ -247,7 +244,7 @@ class IterBasedTrainLoop(BaseTrainLoop):
 
 class _EvalLoop(BaseLoop):
     """What ValLoop and TestLoop share: the evaluator and one pass over the batches. Each of them
-    writes out its own ``run`` and ``run_iter``, as MMEngine does, so every stage name is literal."""
+    writes its own ``run`` and ``run_iter``, as MMEngine does, so every stage name is literal."""
 
     def __init__(self, runner, dataloader, evaluator, fp16: bool = False):
         super().__init__(runner, dataloader)

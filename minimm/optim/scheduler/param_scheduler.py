@@ -117,13 +117,13 @@ class _ParamScheduler:
     def step(self) -> None:
         """Advance one step; inside ``[begin, end)`` write ``_get_value()`` into the groups."""
         self._global_step += 1
+        groups = self.optimizer.param_groups
         if self.begin <= self._global_step < self.end:
             self.last_step += 1
-            values = self._get_value()
-            for i, (group, value) in enumerate(zip(self.optimizer.param_groups, values)):
+            for i, (group, value) in enumerate(zip(groups, self._get_value())):
                 group[self.param_name] = value
                 self.print_value(self.verbose, i, value)
-        self._last_value = self._current_values()
+        self._last_value = [group[self.param_name] for group in groups]
 
     def _get_value(self) -> List[float]:
         """The new value of every group, computed from the current ones (chainable form)."""
