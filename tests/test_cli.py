@@ -43,7 +43,8 @@ def test_bench_dispatch_and_overhead_smoke(capsys):
     assert info.value.code == 0 and 'minimm bench overhead' in capsys.readouterr().out
     main(['bench', 'overhead', '--iters', '20', '--rounds', '1', '--json'])
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert set(result) >= {'bare_us', 'runner_us', 'ratio'} and result['ratio'] > 0
+    assert set(result) >= {'bare_us', 'runner_us', 'ratio', 'no_hooks_us', 'no_hooks_ratio'}
+    assert result['ratio'] > 0 and result['no_hooks_ratio'] > 0
 
 
 @pytest.mark.parametrize('argv', [
@@ -75,4 +76,5 @@ def test_bench_overhead_help_keeps_its_list(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith('* bare: a hand-written PyTorch loop') for line in lines)
     assert any(line.startswith('* runner: Runner.train()') for line in lines)
+    assert any(line.startswith('* runner, no hooks: the same') for line in lines)
     assert not any('``' in line or '**' in line for line in lines)
