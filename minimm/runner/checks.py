@@ -25,8 +25,9 @@ def _is_whole(value) -> bool:
 
 
 def non_negative_int(name: str, value) -> int:
-    """``value`` as an int; a ValueError naming ``name`` unless it is a whole number >= 0 (what a
-    train loop built without the Runner, which checks ``train_cfg`` first, is given)."""
+    """``value`` as an int; a ValueError naming ``name`` unless it is a whole number >= 0. The
+    train loops check their counters with it: a loop may be built without the Runner, which
+    checks ``train_cfg`` before building one."""
     if not _is_whole(value) or value < 0:
         raise ValueError(f'{name}={value!r}: must be an integer >= 0')
     return int(value)
