@@ -224,3 +224,20 @@ def test_history_mean_equals_numpys_to_the_last_bit(kind):
                 got = buffer.mean(window)
             assert type(got) is type(expected)
             assert got == expected or (np.isnan(got) and np.isnan(expected)), (length, window)
+
+
+@pytest.mark.parametrize('initial', [[], [3], [2.5]])
+def test_history_values_take_the_type_a_numpy_array_would_give_them(initial):
+    # MMEngine keeps the history in an array grown by np.append: np.append is the oracle. An
+    # empty array is float64, so ints logged into an empty buffer come back as floats.
+    updates = [4, 7, 1.5, 2]
+    buffer = HistoryBuffer(initial, [1] * len(initial))
+    array = np.array(initial)
+    for value in updates:
+        buffer.update(value)
+        array = np.append(array, value)
+        for got, expected in ((buffer.current(), array[-1]), (buffer.max(), array.max()),
+                              (buffer.min(2), array[-2:].min())):
+            assert type(got) is type(expected) and got == expected
+    restored = HistoryBuffer(**buffer.state_dict())
+    assert type(restored.current()) is type(buffer.current())

@@ -68,7 +68,12 @@ class HistoryBuffer:
             warnings.warn(f'The length of history buffer ({len(log_history)}) exceeds max_length '
                           f'({max_length}); the oldest values are dropped.')
         self.max_length = max_length
-        self._log_history = deque(log_history, maxlen=max_length)
+        # MMEngine keeps the values in a numpy array, which holds only floats once one float is
+        # in it (or none at all: np.array([]) is a float array). The same here, so that current(),
+        # max() and min() give what MMEngine's do (np.float64(5.0), not np.int64(5)).
+        self._floats = np.array(log_history).dtype.kind == 'f'
+        values = map(float, log_history) if self._floats else log_history
+        self._log_history = deque(values, maxlen=max_length)
         self._count_history = deque(count_history, maxlen=max_length)
 
     @classmethod
@@ -79,7 +84,7 @@ class HistoryBuffer:
 
     def update(self, log_val, count: int = 1) -> None:
         """Append one value with its count, dropping the oldest beyond ``max_length``."""
-        if type(log_val) is float and type(count) is int:  # the usual case, checked cheaply
+        if type(log_val) is float and type(count) is int and self._floats:  # the usual case
             self._log_history.append(log_val)
             self._count_history.append(count)
             return
@@ -87,7 +92,11 @@ class HistoryBuffer:
             raise TypeError(f'log_val and count must be int or float, got {type(log_val)} and '
                             f'{type(count)}')
         # Store plain Python numbers (not numpy scalars) so state_dict() stays weights_only-safe.
-        self._log_history.append(log_val.item() if isinstance(log_val, np.generic) else log_val)
+        value = log_val.item() if isinstance(log_val, np.generic) else log_val
+        if isinstance(value, float) and not self._floats:  # numpy would make them all floats now
+            self._log_history = deque(map(float, self._log_history), maxlen=self.max_length)
+            self._floats = True
+        self._log_history.append(float(value) if self._floats else value)
         self._count_history.append(count.item() if isinstance(count, np.generic) else count)
 
     @property
