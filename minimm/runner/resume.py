@@ -93,7 +93,8 @@ class CheckpointMixin:
         """Load weights only, from a path or URL. ``after_load_checkpoint`` runs before the
         weights are applied, so hooks may rewrite the checkpoint (EMAHook does).
         ``trusted=True`` allows a file that needs arbitrary unpickling."""
-        checkpoint = _load_checkpoint(filename, map_location, self.logger, trusted=trusted)
+        # No logger, as in MMEngine: the "Loads checkpoint by ... backend" line goes to stdout.
+        checkpoint = _load_checkpoint(filename, map_location, trusted=trusted)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         _load_checkpoint_to_model(self.model, checkpoint, strict, self.logger, revise_keys)
         self._has_loaded = True
