@@ -24,24 +24,21 @@ def _is_whole(value) -> bool:
     return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
 
 
-def non_negative_int(name: str, value) -> int:
-    """``value`` as an int; a ValueError naming ``name`` unless it is a whole number >= 0. The
-    train loops check their counters with it: a loop may be built without the Runner, which
-    checks ``train_cfg`` before building one."""
-    if not _is_whole(value) or value < 0:
-        raise ValueError(f'{name}={value!r}: must be an integer >= 0')
+def whole_number(name: str, value, minimum: Optional[int] = None) -> int:
+    """``value`` as an int; a ValueError naming ``name`` and ``value`` unless it is a whole number
+    (>= ``minimum`` when given). ``check_train_cfg`` checks the config with it, and the train
+    loops their counters: a loop may be built without the Runner."""
+    if not _is_whole(value) or (minimum is not None and value < minimum):
+        allowed = 'an integer' if minimum is None else f'an integer >= {minimum}'
+        raise ValueError(f'{name}={value!r}: must be {allowed}')
     return int(value)
 
 
 def check_train_cfg(cfg: dict, logger) -> None:
     """Raise for a ``train_cfg`` number that cannot work; warn when it trains nothing."""
     for key, minimum in TRAIN_CFG_MINIMUMS.items():
-        if key not in cfg:
-            continue
-        value = cfg[key]
-        if not _is_whole(value) or (minimum is not None and value < minimum):
-            allowed = 'an integer' if minimum is None else f'an integer >= {minimum}'
-            raise ValueError(f'train_cfg.{key}={value!r}: must be {allowed}')
+        if key in cfg:
+            whole_number(f'train_cfg.{key}', cfg[key], minimum)
     for milestone, interval in cfg.get('dynamic_intervals') or []:
         if not (_is_whole(milestone) and _is_whole(interval) and interval >= 1):
             raise ValueError(f'train_cfg.dynamic_intervals has ({milestone!r}, {interval!r}): '

@@ -27,7 +27,7 @@ from ..dataset import InfiniteSampler
 from ..evaluator import BaseMetric
 from ..registry import LOOPS
 from .base_loop import BaseLoop
-from .checks import non_negative_int
+from .checks import whole_number
 from .utils import calc_dynamic_intervals
 
 
@@ -63,10 +63,10 @@ class BaseTrainLoop(BaseLoop):
             raise ValueError('train_dataloader has no batches: its dataset is empty, or smaller '
                              'than batch_size with drop_last=True')
         if max_epochs is not None:
-            self._max_epochs = non_negative_int('max_epochs', max_epochs)
+            self._max_epochs = whole_number('max_epochs', max_epochs, 0)
             self._max_iters = self._max_epochs * len(self.dataloader)
         else:
-            self._max_iters = non_negative_int('max_iters', max_iters)
+            self._max_iters = whole_number('max_iters', max_iters, 0)
             self._max_epochs = 1
         self._epoch = 0
         self._iter = 0
