@@ -31,25 +31,28 @@
 
 namespace minimm {
 
-void (*cuda_plan_step)(EMAPlan& plan, const at::Tensor& steps) = nullptr;
+void (*cuda_plan_step)(EMAPlan& plan, const std::vector<at::Tensor>& steps) = nullptr;
 
-void add_rows(Table& table, at::TensorList dst, at::TensorList src,
-              bool mirrored) {
-  for (size_t i = 0; i < dst.size(); ++i) {
-    const at::Tensor& d = dst[i];
+void add_rows(Table& table, at::TensorList dst, at::TensorList src, bool mirrored, int64_t targets) {
+  table.targets = static_cast<int32_t>(targets);
+  std::vector<Row>& rows = table.rows;
+  for (size_t i = 0; i < src.size(); ++i) {
     const at::Tensor& s = src[i];
-    std::vector<Row>& rows = table.rows;
-    const auto row = static_cast<int32_t>(rows.size());
-    if (d.is_floating_point() && (!mirrored || d.scalar_type() != s.scalar_type())) {
-      const int32_t pair = 4 * float_index(d.scalar_type()) + float_index(s.scalar_type());
-      rows.push_back({d.data_ptr(), s.const_data_ptr(), d.numel(), (mirrored ? kCast0 : kAverage0) + pair,
-                      mirrored ? kCopyAlways : kDecide});
-      add_chunks(table, row, d.numel(), std::max(d.element_size(), s.element_size()));
-    } else {
-      const int64_t bytes = d.numel() * static_cast<int64_t>(d.element_size());
-      rows.push_back({d.data_ptr(), s.const_data_ptr(), bytes, kByteCopy, mirrored ? kCopyAlways : kCopyUnlessSkipped});
-      add_chunks(table, row, bytes, 1);
+    const auto first = static_cast<int32_t>(rows.size());
+    for (int64_t k = 0; k < targets; ++k) {  // the copies of one source share dtype and shape
+      const at::Tensor& d = dst[k * src.size() + i];
+      if (d.is_floating_point() && (!mirrored || d.scalar_type() != s.scalar_type())) {
+        const int32_t pair = 4 * float_index(d.scalar_type()) + float_index(s.scalar_type());
+        rows.push_back({d.data_ptr(), s.const_data_ptr(), d.numel(), (mirrored ? kCast0 : kAverage0) + pair,
+                        mirrored ? kCopyAlways : kDecide});
+      } else {
+        rows.push_back({d.data_ptr(), s.const_data_ptr(), d.numel() * static_cast<int64_t>(d.element_size()),
+                        kByteCopy, mirrored ? kCopyAlways : kCopyUnlessSkipped});
+      }
     }
+    const at::Tensor& d = dst[i];
+    const bool bytes = rows[first].kernel == kByteCopy;
+    add_chunks(table, first, rows[first].numel, bytes ? 1 : std::max(d.element_size(), s.element_size()));
   }
 }
 
@@ -62,12 +65,28 @@ TensorPlace place_of(const c10::TensorImpl* impl) {
 }
 
 EMAPlan::EMAPlan(std::vector<at::Tensor> ema_, std::vector<at::Tensor> src_, std::vector<at::Tensor> mirror_ema_,
-                 std::vector<at::Tensor> mirror_src_, int64_t kind, double momentum, double gamma, int64_t interval)
+                 std::vector<at::Tensor> mirror_src_, std::vector<int64_t> kinds, std::vector<double> momenta,
+                 std::vector<double> gammas, std::vector<int64_t> intervals)
     : ema(std::move(ema_)), src(std::move(src_)), mirror_ema(std::move(mirror_ema_)),
-      mirror_src(std::move(mirror_src_)), rule{kind, momentum, gamma, interval, nullptr} {
-  TORCH_CHECK_VALUE(kind == kEMA || kind == kAnneal || kind == kSWA, "EMAPlan: unknown averaging rule ", kind);
-  TORCH_CHECK_VALUE(interval >= 1, "EMAPlan: interval must be >= 1, got ", interval);
-  TORCH_CHECK_VALUE(kind != kAnneal || gamma > 0, "EMAPlan: gamma must be > 0, got ", gamma);
+      mirror_src(std::move(mirror_src_)) {
+  const size_t targets = kinds.size();
+  TORCH_CHECK_VALUE(targets >= 1 && targets <= kMaxTargets, "EMAPlan: 1 to ", kMaxTargets,
+                    " targets per plan, got ", targets);
+  TORCH_CHECK_VALUE(momenta.size() == targets && gammas.size() == targets && intervals.size() == targets,
+                    "EMAPlan: give one rule, momentum, gamma and interval per target");
+  TORCH_CHECK_VALUE(ema.size() == targets * src.size() && mirror_ema.size() == targets * mirror_src.size(),
+                    "EMAPlan: got ", ema.size(), " EMA and ", mirror_ema.size(), " mirrored tensors for ",
+                    targets, " targets of ", src.size(), " sources and ", mirror_src.size(), " mirrored sources");
+  for (size_t k = 0; k < targets; ++k) {
+    const int64_t kind = kinds[k], interval = intervals[k];
+    const double gamma = gammas[k];
+    TORCH_CHECK_VALUE(kind == kEMA || kind == kAnneal || kind == kSWA || kind == kPower,
+                      "EMAPlan: unknown averaging rule ", kind);
+    TORCH_CHECK_VALUE(interval >= 1, "EMAPlan: interval must be >= 1, got ", interval);
+    TORCH_CHECK_VALUE(kind != kAnneal || gamma > 0, "EMAPlan: gamma must be > 0, got ", gamma);
+    TORCH_CHECK_VALUE(kind != kPower || gamma > -1, "EMAPlan: rule 'power' needs gamma > -1, got ", gamma);
+    rules.push_back({kind, momenta[k], gamma, interval, nullptr});
+  }
   if (!ema.empty()) device = ema[0].device();
   else if (!mirror_ema.empty()) device = mirror_ema[0].device();
   for (const auto* list : {&ema, &src, &mirror_ema, &mirror_src})
@@ -82,15 +101,30 @@ bool EMAPlan::moved() const {
 }
 
 void EMAPlan::rebuild() {
-  check_pairs("EMAPlan", ema, src, device, /*require_dense=*/true);
-  check_pairs("EMAPlan (mirrored pairs)", mirror_ema, mirror_src, device, /*require_dense=*/true);
-  std::vector<at::Tensor> written = ema, read = src;
+  const int64_t targets = static_cast<int64_t>(rules.size());
+  std::vector<at::Tensor> read, mirror_read;  // each target's sources, for the pair checks
+  for (int64_t k = 0; k < targets; ++k) {
+    read.insert(read.end(), src.begin(), src.end());
+    mirror_read.insert(mirror_read.end(), mirror_src.begin(), mirror_src.end());
+  }
+  check_pairs("EMAPlan", ema, read, device, /*require_dense=*/true);
+  check_pairs("EMAPlan (mirrored pairs)", mirror_ema, mirror_read, device, /*require_dense=*/true);
+  const size_t n = src.size(), m = mirror_src.size();
+  for (int64_t k = 1; k < targets; ++k)
+    for (size_t i = 0; i < n + m; ++i) {
+      const at::Tensor& a = i < n ? ema[i] : mirror_ema[i - n];
+      const at::Tensor& b = i < n ? ema[k * n + i] : mirror_ema[k * m + i - n];
+      TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.strides() == b.strides(),
+                        "EMAPlan: tensor ", i, " of target ", k, " differs from target 0 in dtype, shape or "
+                        "strides; every target must match target 0");
+    }
+  std::vector<at::Tensor> written = ema;
   written.insert(written.end(), mirror_ema.begin(), mirror_ema.end());
-  read.insert(read.end(), mirror_src.begin(), mirror_src.end());
+  read.insert(read.end(), mirror_read.begin(), mirror_read.end());
   check_no_overlap("EMAPlan", written, read);
   table = Table();
-  add_rows(table, ema, src, /*mirrored=*/false);
-  add_rows(table, mirror_ema, mirror_src, /*mirrored=*/true);
+  add_rows(table, ema, src, /*mirrored=*/false, targets);
+  add_rows(table, mirror_ema, mirror_src, /*mirrored=*/true, targets);
   seen.clear();
   table_storages.clear();
   for (const c10::TensorImpl* impl : watched) {
@@ -163,25 +197,30 @@ constexpr std::array<SegmentFn, 33> kKernels = cpu_kernels(std::make_index_seque
 // Below this many elements a call runs on one thread: waking the pool costs more than it saves.
 constexpr int64_t kGrain = 32768;
 
-// One call over the table: each row's mode and the call's action decide what runs (see Mode).
-void run_table(const Table& table, int action, double weight) {
+// One call over the table: each row's mode and its target's action decide what runs (see Mode).
+// A chunk of a plan with several targets runs once per target, from the same source chunk while
+// it is in cache: the source is read from memory once for all the copies.
+void run_table(const Table& table, const int* actions, const double* weights) {
   const std::vector<Row>& rows = table.rows;
   const std::vector<Chunk>& chunks = table.chunks;
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       const Chunk& chunk = chunks[c];
-      const Row& row = rows[chunk.row];
-      int32_t kernel = row.kernel;
-      if (row.mode == kDecide) {
-        if (action == kSkip) continue;
-        if (action == kCopy) kernel += kCast0 - kAverage0;
-      } else if (row.mode == kCopyUnlessSkipped && action == kSkip) {
-        continue;
+      for (int32_t k = 0; k < table.targets; ++k) {
+        const Row& row = rows[chunk.row + k];
+        const int action = actions[k];
+        int32_t kernel = row.kernel;
+        if (row.mode == kDecide) {
+          if (action == kSkip) continue;
+          if (action == kCopy) kernel += kCast0 - kAverage0;
+        } else if (row.mode == kCopyUnlessSkipped && action == kSkip) {
+          continue;
+        }
+        kKernels[kernel](row, chunk.first, chunk.n, weights[k]);
       }
-      kKernels[kernel](row, chunk.first, chunk.n, weight);
     }
   };
-  if (table.units < kGrain) run(0, static_cast<int64_t>(chunks.size()));
+  if (table.units * table.targets < kGrain) run(0, static_cast<int64_t>(chunks.size()));
   else at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, run);
 }
 
@@ -201,15 +240,21 @@ void ema_update_cpu(at::TensorList ema, at::TensorList src, const std::optional<
   const Staged staged = stage(ema, src);
   Table table;
   add_rows(table, staged.dst, staged.src, /*mirrored=*/false);
-  run_table(table, kAverage, weight);
+  const int action = kAverage;
+  run_table(table, &action, &weight);
   staged.finish(ema);
 }
 
-void cpu_plan_step(EMAPlan& plan, const at::Tensor& steps) {
-  int64_t* counter = steps.data_ptr<int64_t>();
-  const int action = step_action(plan.rule, *counter);
-  run_table(plan.table, action, action == kAverage ? step_weight(plan.rule, *counter) : 0.0);
-  *counter += 1;
+void cpu_plan_step(EMAPlan& plan, const std::vector<at::Tensor>& steps) {
+  int actions[kMaxTargets];
+  double weights[kMaxTargets];
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const int64_t count = *steps[k].data_ptr<int64_t>();
+    actions[k] = step_action(plan.rules[k], count);
+    weights[k] = actions[k] == kAverage ? step_weight(plan.rules[k], count) : 0.0;
+  }
+  run_table(plan.table, actions, weights);
+  for (const at::Tensor& counter : steps) *counter.data_ptr<int64_t>() += 1;
 }
 
 }  // namespace
@@ -220,10 +265,13 @@ bool EMAPlan::refresh() {
   return true;
 }
 
-void EMAPlan::step(const at::Tensor& steps) {
-  TORCH_CHECK_VALUE(steps.numel() == 1 && steps.scalar_type() == at::kLong && steps.device() == device,
-                    "EMAPlan.step: steps must be a one-element int64 tensor on ", device, ", got ",
-                    steps.scalar_type(), " with ", steps.numel(), " elements on ", steps.device());
+void EMAPlan::step(const std::vector<at::Tensor>& steps) {
+  TORCH_CHECK_VALUE(steps.size() == rules.size(), "EMAPlan.step: ", rules.size(), " targets need ", rules.size(),
+                    " counters, got ", steps.size());
+  for (const at::Tensor& counter : steps)
+    TORCH_CHECK_VALUE(counter.numel() == 1 && counter.scalar_type() == at::kLong && counter.device() == device,
+                      "EMAPlan.step: steps must be a one-element int64 tensor on ", device, ", got ",
+                      counter.scalar_type(), " with ", counter.numel(), " elements on ", counter.device());
   if (device.is_cpu()) {
     cpu_plan_step(*this, steps);
   } else {
@@ -236,8 +284,11 @@ namespace {
 const auto ema_plan_class =
     torch::class_<EMAPlan>("minimm", "EMAPlan")
         .def(torch::init<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
-                         std::vector<at::Tensor>, int64_t, double, double, int64_t>())
-        .def("step", [](const c10::intrusive_ptr<EMAPlan>& self, at::Tensor steps) { self->step(steps); })
+                         std::vector<at::Tensor>, std::vector<int64_t>, std::vector<double>, std::vector<double>,
+                         std::vector<int64_t>>())
+        .def("step", [](const c10::intrusive_ptr<EMAPlan>& self, at::Tensor steps) { self->step({steps}); })
+        .def("step_all",
+             [](const c10::intrusive_ptr<EMAPlan>& self, std::vector<at::Tensor> steps) { self->step(steps); })
         .def("refresh", [](const c10::intrusive_ptr<EMAPlan>& self) { return self->refresh(); });
 }  // namespace
 

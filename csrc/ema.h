@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <torch/custom_class.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -22,7 +23,11 @@
 namespace minimm {
 
 // How the weight of the new value is chosen; the values match minimm/ops/ema.py RULES.
-enum RuleKind : int64_t { kFixed = 0, kEMA = 1, kAnneal = 2, kSWA = 3 };
+enum RuleKind : int64_t { kFixed = 0, kEMA = 1, kAnneal = 2, kSWA = 3, kPower = 4 };
+
+// A plan may average one source into up to this many copies (each with its own rule and counter)
+// in one pass; minimm/ops/ema.py MAX_TARGETS.
+constexpr int kMaxTargets = 8;
 
 // What one call of MMEngine's update_parameters does, decided from the step counter *before*
 // it is incremented: the first call copies, then every `interval`-th call averages.
@@ -32,7 +37,7 @@ enum StepAction : int { kCopy = 0, kAverage = 1, kSkip = 2 };
 struct WeightSource {
   int64_t kind;         // RuleKind
   double momentum;      // kFixed: the weight itself; kEMA / kAnneal: the momentum
-  double gamma;         // kAnneal only
+  double gamma;         // kAnneal: the horizon; kPower: the exponent
   int64_t interval;     // kEMA, kAnneal, kSWA
   const double* weight; // kFixed with a weight tensor on the device; else null
 };
@@ -51,6 +56,10 @@ C10_HOST_DEVICE inline double step_weight(const WeightSource& w, int64_t steps) 
     case kAnneal: {
       const double annealed = w.gamma / (w.gamma + static_cast<double>(steps));
       return annealed > w.momentum ? annealed : w.momentum;
+    }
+    case kPower: {  // beta_t = (1 - 1/t)^(gamma + 1) at the t-th averaging call; weight 1 - beta_t
+      const double t = static_cast<double>(steps / w.interval + 1);
+      return 1.0 - ::pow(1.0 - 1.0 / t, w.gamma + 1.0);
     }
     default:  // kSWA: the running arithmetic mean over the averaging calls
       return 1.0 / static_cast<double>(steps / w.interval + 1);
@@ -78,9 +87,10 @@ inline int32_t float_index(at::ScalarType t) {
 }
 
 // The rows and chunks of averaged pairs (floating ones decide copy/average/skip from the counter,
-// the others are copied unless the call is skipped) and mirrored pairs (always copied).
-void add_rows(Table& table, at::TensorList dst, at::TensorList src,
-              bool mirrored);
+// the others are copied unless the call is skipped) and mirrored pairs (always copied). With
+// `targets` K > 1, `dst` holds K lists of src.size() tensors one after the other (target-major):
+// source i gets K consecutive rows, one per target, and its chunks name the first (table.h).
+void add_rows(Table& table, at::TensorList dst, at::TensorList src, bool mirrored, int64_t targets = 1);
 
 // Where a tensor's data lives and how it is laid out, read from its TensorImpl alone. Re-pointing
 // a tensor (`param.data = x`, `.to()`, `set_`, a dtype view) or resizing it changes one of these
@@ -103,8 +113,9 @@ TensorPlace place_of(const c10::TensorImpl* impl);
 // models do on the signals they watch, see minimm/model/averaged_model.py), because a scan of
 // every TensorImpl costs more than the rest of a step on thousands of small tensors.
 struct EMAPlan : torch::CustomClassHolder {
+  // ema and mirror_ema hold one list per target, target-major (see add_rows).
   std::vector<at::Tensor> ema, src, mirror_ema, mirror_src;
-  WeightSource rule;
+  std::vector<WeightSource> rules;  // one per target
   at::Device device{at::kCPU};
   std::vector<const c10::TensorImpl*> watched;  // all of the above (the vectors keep them alive)
   std::vector<TensorPlace> seen;                // their places when the table was built
@@ -119,14 +130,15 @@ struct EMAPlan : torch::CustomClassHolder {
   bool table_captured = false;
 
   EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src, std::vector<at::Tensor> mirror_ema,
-          std::vector<at::Tensor> mirror_src, int64_t kind, double momentum, double gamma, int64_t interval);
+          std::vector<at::Tensor> mirror_src, std::vector<int64_t> kinds, std::vector<double> momenta,
+          std::vector<double> gammas, std::vector<int64_t> intervals);
   bool moved() const;
   void rebuild();  // all input checks, then the rows and chunks
   bool refresh();  // rebuild() if moved(); returns whether it did
-  void step(const at::Tensor& steps);
+  void step(const std::vector<at::Tensor>& steps);  // one counter per target
 };
 
 // Set by ema_kernel.cu when the extension is built with CUDA; null in a CPU-only build.
-extern void (*cuda_plan_step)(EMAPlan& plan, const at::Tensor& steps);
+extern void (*cuda_plan_step)(EMAPlan& plan, const std::vector<at::Tensor>& steps);
 
 }  // namespace minimm

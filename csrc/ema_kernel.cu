@@ -85,21 +85,24 @@ __device__ inline void pair_chunk(const Row& row, const Chunk& chunk, acc_t<E> w
 template <int I>
 using Float = std::tuple_element_t<I, std::tuple<float, double, at::Half, at::BFloat16>>;
 
-// What a launch needs besides its segment: the table, the rule and the counter (null for a list
-// call, whose rule is kFixed).
+// What a launch needs besides its segment: the table, and per target the rule and the counter
+// (null for a list call, whose one rule is kFixed).
 struct Launch {
   const unsigned char* table;
   int32_t rows;
-  WeightSource rule;
-  const int64_t* steps;
+  int32_t targets;
+  WeightSource rules[kMaxTargets];
+  int64_t* steps[kMaxTargets];
 };
 
-// Thread 0 decides the call's action and weight from the counter; every thread reads them.
-__device__ inline void read_step(const Launch& l, int& action, double& weight) {
+// Thread 0 decides each target's action and weight from its counter; every thread reads them.
+__device__ inline void read_step(const Launch& l, int* action, double* weight) {
   if (threadIdx.x == 0) {
-    const int64_t count = l.steps ? *l.steps : 0;
-    action = step_action(l.rule, count);
-    weight = action == kAverage ? step_weight(l.rule, count) : 0.0;
+    for (int k = 0; k < l.targets; ++k) {
+      const int64_t count = l.steps[k] ? *l.steps[k] : 0;
+      action[k] = step_action(l.rules[k], count);
+      weight[k] = action[k] == kAverage ? step_weight(l.rules[k], count) : 0.0;
+    }
   }
   __syncthreads();
 }
@@ -110,31 +113,37 @@ constexpr int32_t kBytes = 16, kKinds = 17;
 
 // The rows of one kind. A floating pair's rows are averaged (Mode kDecide) or cast-copied
 // (kCopyAlways); byte rows are integer pairs (copied unless the call skips) or same-dtype mirrored
-// pairs (always copied).
+// pairs (always copied). A chunk of a plan with several targets is run once per target, one after
+// the other in the same block, so the source chunk is read from memory once (then from cache).
 template <int K>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) ema_kernel(Launch l, int64_t first, int64_t count) {
-  __shared__ int action;
-  __shared__ double weight;
+  __shared__ int action[kMaxTargets];
+  __shared__ double weight[kMaxTargets];
   read_step(l, action, weight);
   const Row* row_of = table_rows(l.table);
   const Chunk* chunk_of = table_chunks(l.table, l.rows) + first;
   for (int64_t c = blockIdx.x; c < count; c += gridDim.x) {
     const Chunk chunk = chunk_of[c];
-    const Row row = row_of[chunk.row];
-    if constexpr (K == kBytes) {
-      if (row.mode == kCopyAlways || action != kSkip)
-        copy_bytes(static_cast<char*>(row.dst) + chunk.first, static_cast<const char*>(row.src) + chunk.first,
-                   chunk.n);
-    } else {
-      using E = Float<K / 4>;
-      const bool copy = row.mode == kCopyAlways || action == kCopy;
-      if (!copy && action == kSkip) continue;
-      pair_chunk<E, Float<K % 4>>(row, chunk, copy ? acc_t<E>(0) : static_cast<acc_t<E>>(weight), copy);
+    for (int k = 0; k < l.targets; ++k) {
+      const Row row = row_of[chunk.row + k];
+      if constexpr (K == kBytes) {
+        if (row.mode == kCopyAlways || action[k] != kSkip)
+          copy_bytes(static_cast<char*>(row.dst) + chunk.first, static_cast<const char*>(row.src) + chunk.first,
+                     chunk.n);
+      } else {
+        using E = Float<K / 4>;
+        const bool copy = row.mode == kCopyAlways || action[k] == kCopy;
+        if (!copy && action[k] == kSkip) continue;
+        pair_chunk<E, Float<K % 4>>(row, chunk, copy ? acc_t<E>(0) : static_cast<acc_t<E>>(weight[k]), copy);
+      }
     }
   }
 }
 
-__global__ void increment_kernel(int64_t* steps) { *steps += 1; }
+// After every launch of a step: each target's counter + 1.
+__global__ void increment_kernel(Launch l) {
+  for (int k = 0; k < l.targets; ++k) *l.steps[k] += 1;
+}
 
 inline int32_t kind_of(const Row& row) {
   if (row.kernel == kByteCopy) return kBytes;
@@ -156,11 +165,17 @@ void prepare(Table& table, const at::Device& device, const char* capture_error) 
   upload(table, device, capture_error);
 }
 
-void launch(const Table& table, const WeightSource& w, int64_t* steps, cudaStream_t stream) {
-  const Launch l{table.device.const_data_ptr<unsigned char>(), static_cast<int32_t>(table.rows.size()), w, steps};
+// `rules` and `steps` hold one entry per target; `steps` null for a list call (no counter).
+void launch(const Table& table, const WeightSource* rules, int64_t* const* steps, cudaStream_t stream) {
+  Launch l{table.device.const_data_ptr<unsigned char>(), static_cast<int32_t>(table.rows.size()), table.targets,
+           {}, {}};
+  for (int k = 0; k < table.targets; ++k) {
+    l.rules[k] = rules[k];
+    l.steps[k] = steps ? steps[k] : nullptr;
+  }
   for (const Segment& segment : table.segments) launch_kind(segment.kind, l, segment, stream);
   if (steps) {
-    increment_kernel<<<1, 1, 0, stream>>>(steps);
+    increment_kernel<<<1, 1, 0, stream>>>(l);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
@@ -189,7 +204,7 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
   prepare(table, device, "ema_update_ cannot be captured in a CUDA graph: every call copies its table of tensors "
           "to the GPU. Capture the step of an EMAPlan (minimm.ops.EMAPlan) instead, which uploads its table once");
   const WeightSource w{kFixed, weight, 0.0, 1, device_weight.defined() ? device_weight.const_data_ptr<double>() : nullptr};
-  launch(table, w, nullptr, c10::cuda::getCurrentCUDAStream());
+  launch(table, &w, nullptr, c10::cuda::getCurrentCUDAStream());
   staged.finish(ema);
 }
 
@@ -197,7 +212,7 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
 // cannot notice a tensor that moved since. The first capture of a table keeps every storage it
 // points into alive in the plan (once per table, not per capture), and the counter's; a rebuild
 // after a capture warns that the graph must be captured again (EMAPlan::rebuild).
-void plan_step_cuda(EMAPlan& plan, const at::Tensor& steps) {
+void plan_step_cuda(EMAPlan& plan, const std::vector<at::Tensor>& steps) {
   const c10::cuda::CUDAGuard guard(plan.device);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   if (!plan.table.device.defined())
@@ -211,9 +226,11 @@ void plan_step_cuda(EMAPlan& plan, const at::Tensor& steps) {
       keep_alive(plan.captured_storages, plan.table.device.storage());
       plan.table_captured = true;
     }
-    keep_alive(plan.captured_storages, steps.storage());
+    for (const at::Tensor& counter : steps) keep_alive(plan.captured_storages, counter.storage());
   }
-  launch(plan.table, plan.rule, steps.data_ptr<int64_t>(), stream);
+  int64_t* counters[kMaxTargets];
+  for (size_t k = 0; k < steps.size(); ++k) counters[k] = steps[k].data_ptr<int64_t>();
+  launch(plan.table, plan.rules.data(), counters, stream);
 }
 
 const bool registered = (cuda_plan_step = &plan_step_cuda, true);

@@ -57,6 +57,9 @@ struct Segment {
 struct Table {
   std::vector<Row> rows;
   std::vector<Chunk> chunks;
+  // EMA plans of several averaged copies: each chunk stands for `targets` consecutive rows from
+  // chunk.row on (one source, one copy each), all of one kind; 1 everywhere else.
+  int32_t targets = 1;
   int64_t units = 0;                 // elements (bytes for byte rows) of all rows
   std::vector<Segment> segments;     // GPU only, set by upload()
   at::Tensor device;                 // undefined until the first CUDA run after a build

@@ -1,7 +1,6 @@
 """Averaged models: MMEngine's recurrences against closed forms, the state-dict layout, buffers,
 the decay alias, and native == reference on a small CNN with BatchNorm."""
 import copy
-import functools
 import io
 import os
 import pickle
@@ -10,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-import minimm.model.averaged_model as averaged_model
+import minimm.ops.averaging as averaging
 from minimm.hooks import EMAHook, Hook
 from minimm.model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                           StochasticWeightAverage)
@@ -37,7 +36,7 @@ class Scalar(nn.Module):
 @pytest.fixture
 def use_backend(backend, monkeypatch):
     """Make the averaged models build their plan on the given backend."""
-    monkeypatch.setattr(averaged_model, 'EMAPlan', functools.partial(averaged_model.EMAPlan, backend=backend))
+    monkeypatch.setattr(averaging, 'PLAN_BACKEND', backend)
     return backend
 
 
@@ -138,7 +137,7 @@ def test_update_buffers_averages_floats_and_copies_integers(use_backend):
 def test_native_equals_reference_on_a_cnn(native, monkeypatch, cls, kwargs, update_buffers):
     results = {}
     for name in ('ref', 'native'):
-        monkeypatch.setattr(averaged_model, 'EMAPlan', functools.partial(averaged_model.EMAPlan, backend=name))
+        monkeypatch.setattr(averaging, 'PLAN_BACKEND', name)
         model = bn_model()
         averaged = cls(model, interval=2, update_buffers=update_buffers, **kwargs)
         train(model, averaged, 5)
@@ -162,7 +161,7 @@ def test_custom_avg_func_runs_the_loop_with_the_same_numbers(use_backend):
         model = bn_model()
         averaged = cls(model, momentum=0.2, interval=2)
         train(model, averaged, 5)
-        assert (averaged._plan is None) == (cls is LoopEMA)
+        assert (averaged._fused.plan is None) == (cls is LoopEMA)
         results.append(averaged.state_dict())
     for key, value in results[1].items():  # the loop runs the fallback's lerp_
         assert_within_fallback_bound(results[0][key], value, magnitude(value) + 1, updates=5)

@@ -4,15 +4,14 @@ without EMA (the two minimm extras beside it: tests/test_ema_extras.py).
 
 The toy run: 2 epochs of 3 iterations (SGD), a validation after each epoch (see tests/toy.py).
 """
-import functools
 import os
 
 import pytest
 import torch
 
-import minimm.model.averaged_model as averaged_model
+import minimm.ops.averaging as averaging
 from minimm.hooks import EMAHook, Hook
-from minimm.ops import EMAPlan, backend_info
+from minimm.ops import backend_info
 from test_ops_ema import assert_within_fallback_bound, magnitude
 from toy import ToyMetric, WeightRecorder, toy_loader, toy_runner
 
@@ -75,7 +74,7 @@ def test_native_and_reference_give_the_same_ema(tmp_path, monkeypatch):
         pytest.skip(f"native ops unavailable: {backend_info()['cpu']['reason']}")
     results = {}
     for backend in ('native', 'ref'):
-        monkeypatch.setattr(averaged_model, 'EMAPlan', functools.partial(EMAPlan, backend=backend))
+        monkeypatch.setattr(averaging, 'PLAN_BACKEND', backend)
         runner, _ = train(tmp_path / backend, dict(momentum=0.1, update_buffers=True))
         results[backend] = ema_of(runner).state_dict()
     for key, value in results['native'].items():  # the bound minimm/ops/ema.py states, per update

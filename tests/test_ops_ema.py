@@ -333,7 +333,7 @@ def test_the_native_plan_sees_a_repointing_that_keeps_the_storage(native, repoin
     native class's own refresh(), checked, and refused when the pair no longer fits (with a key of
     storage, offset and numel it went unseen and was averaged as the old layout)."""
     src = torch.arange(9.0).view(3, 3)
-    plan = torch.classes.minimm.EMAPlan([torch.zeros(3, 3)], [src], [], [], 1, 0.5, 1.0, 1)
+    plan = torch.classes.minimm.EMAPlan([torch.zeros(3, 3)], [src], [], [], [1], [0.5], [1.0], [1])
     plan.step(torch.tensor(0))
     assert not plan.refresh()
     src.data = repoint(src.data)

@@ -40,7 +40,7 @@ def test_the_plans_are_classes_not_ops(native):
     would box them, a cost per tensor per step), so there is no plan op to opcheck."""
     registered = {name.split('::')[1] for name in torch._C._dispatch_get_all_op_names() if name.startswith('minimm::')}
     assert registered == set(OPS)
-    plan = torch.classes.minimm.EMAPlan([torch.zeros(3)], [torch.ones(3)], [], [], 1, 0.5, 1.0, 1)
+    plan = torch.classes.minimm.EMAPlan([torch.zeros(3)], [torch.ones(3)], [], [], [1], [0.5], [1.0], [1])
     plan.step(torch.tensor(1))
 
 
@@ -57,7 +57,7 @@ def test_the_plans_write_only_their_destinations(native):
     """What opcheck's schema test would check, by hand: the plan's sources and the flat tensors of
     an unpack are left as they were."""
     ema, src, mirror_ema, mirror_src = [torch.zeros(3)], [torch.ones(3)], [torch.zeros(2)], [torch.ones(2)]
-    plan = torch.classes.minimm.EMAPlan(ema, src, mirror_ema, mirror_src, 1, 0.5, 1.0, 1)
+    plan = torch.classes.minimm.EMAPlan(ema, src, mirror_ema, mirror_src, [1], [0.5], [1.0], [1])
     steps = torch.tensor(1)
     plan.step(steps)
     assert ema[0].tolist() == [0.5] * 3 and mirror_ema[0].tolist() == [1.0] * 2 and int(steps) == 2

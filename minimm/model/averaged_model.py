@@ -18,21 +18,13 @@ MMEngine 0.10's ``BaseAveragedModel`` and its subclasses:
 
 Differences from MMEngine, on purpose:
 
-* ``update_parameters`` is MMEngine's per-tensor loop calling ``avg_func``, with one fork before
-  it: when the class's ``avg_func`` is one of the three built-in ones (``PLAN_RULES``), the whole
-  step runs as one :class:`minimm.ops.EMAPlan` call instead (native C++/CUDA when available, else
-  its PyTorch fallback, which is MMEngine's ``lerp_``). A subclass that overrides ``avg_func``
+* ``update_parameters`` is MMEngine's per-entry loop calling ``avg_func``, with one fork before
+  it: when the class's ``avg_func`` is one of the built-in ones (``PLAN_RULES``), the whole step
+  runs as one fused plan call instead (:class:`minimm.ops.averaging.FusedAveraging`: native
+  C++/CUDA when available, else its PyTorch fallback, MMEngine's ``lerp_``; that module also says
+  how the plan follows tensors replaced in either model). A subclass that overrides ``avg_func``
   gets the loop, so custom rules keep working. :attr:`backend` and :meth:`describe` say which
   path runs (EMAHook logs it).
-* The plan follows the models as MMEngine's loop does, which reads ``named_parameters()`` /
-  ``state_dict()`` at every update, without reading them at every update: a tensor or module
-  assigned to a module attribute anywhere in the process (``bn.running_mean = t``, as PreciseBN
-  hooks do; ``register_buffer``; ``load_state_dict(assign=True)``) is counted by torch's global
-  registration hooks, and the next update then re-reads both models' entries and refreshes the
-  plan (:meth:`minimm.ops.EMAPlan.refresh`); so does a conversion of the averaged model
-  (``ema.to()``, ``ema.half()``). Not seen until one of those happens: ``param.data = x`` alone, a
-  tensor put into ``module._buffers`` directly, and a conversion of the *source* model alone
-  (build the averaged model after moving the model, as EMAHook does in ``before_run``).
 * A tensor with two names (tied weights, listed twice by ``state_dict()``) is averaged once;
   MMEngine averages it once per name.
 * Integer buffers (BatchNorm's ``num_batches_tracked``) with ``update_buffers=True`` are *copied*
@@ -41,7 +33,7 @@ Differences from MMEngine, on purpose:
   equal to MMEngine up to a few units in the last place of each update (see minimm/ops/ema.py).
 * ``ema_dtype`` (keyword only, a minimm addition): keep the averaged copy's floating tensors in
   another dtype than the model's, e.g. fp32 for a model trained in bf16, whose own-dtype EMA stops
-  moving (minimm/model/ema_stall.py, which also warns when that happens). The kernels average a
+  moving (minimm/ops/ema_stall.py, which also warns when that happens). The kernels average a
   bf16 source into an fp32 copy in one pass; ``EMAHook`` casts back for validation and checkpoints.
 
 Left out: nothing of the public API; the averaged copy is kept as ordinary tensors (no flat
@@ -49,43 +41,20 @@ buffer), so ``load_state_dict`` copies into them in place as usual.
 """
 import itertools
 import numbers
-import operator
 import warnings
-import weakref
 from copy import deepcopy
 from typing import Dict, Optional
 
 import torch
 from torch import Tensor, nn
 
-from minimm.ops import EMAPlan, averaging_weight, backend_info, ema_update_ref
+from minimm.ops import averaging_weight, ema_update_ref
 from minimm.ops.aliases import first_names
+from minimm.ops.averaging import FusedAveraging
 from minimm.registry import MODELS
-from .ema_stall import StallCheck
 
 DEFAULT_MOMENTUM = 0.0002
 EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
-
-# How many tensors and modules have been assigned to module attributes in this process (torch's
-# global registration hooks count them, from the first averaged model on): a plan built at another
-# count re-reads the models' entries before its next step.
-_assignments = 0
-_assignment_hooks = []
-
-
-def _count_assignment(module: nn.Module, name: str, value) -> None:
-    global _assignments
-    _assignments += 1
-
-
-def _watch_assignments() -> None:
-    if not _assignment_hooks:
-        from torch.nn.modules import module as module_hooks
-        _assignment_hooks.extend(register(_count_assignment) for register in (
-            module_hooks.register_module_parameter_registration_hook,
-            module_hooks.register_module_buffer_registration_hook,
-            module_hooks.register_module_module_registration_hook))
-
 
 class BaseAveragedModel(nn.Module):
     """The shared bookkeeping of the averaged models; subclasses define :meth:`avg_func`.
@@ -109,20 +78,14 @@ class BaseAveragedModel(nn.Module):
         self.ema_dtype = _parse_ema_dtype(ema_dtype)
         if device is not None:
             self.module = self.module.to(device)
-        if self.ema_dtype is not None:  # floating parameters and buffers only; the counter stays int64
+        if self.ema_dtype is not None:  # floating tensors only; the counter stays int64
             self.module = self.module.to(self.ema_dtype)
         else:  # the counter sits with the averaged copy, which a plan step updates on its device
             device = next(itertools.chain(self.module.parameters(), self.module.buffers()),
                           torch.empty(0)).device
         self.register_buffer('steps', torch.tensor(0, dtype=torch.long, device=device))
         self.update_buffers = update_buffers
-        self._plan: Optional[EMAPlan] = None
-        self._plan_source = None
-        self._plan_inputs = None
-        self._plan_count = -1
-        self._loop_reason: Optional[str] = None
-        self._stall = StallCheck()
-        _watch_assignments()
+        self._fused = FusedAveraging()  # the fast path's state (minimm/ops/averaging.py)
 
     @property
     def avg_parameters(self) -> Dict[str, Tensor]:
@@ -149,41 +112,24 @@ class BaseAveragedModel(nn.Module):
         """Run the averaged copy."""
         return self.module(*args, **kwargs)
 
-    def __getstate__(self):
-        # The plan holds native objects and a weak reference to the source model; it is rebuilt
-        # on the next update, so copies and pickles of the averaged model simply drop it.
-        state = self.__dict__.copy()
-        state['_plan'] = state['_plan_source'] = state['_plan_inputs'] = None
-        return state
-
     def _apply(self, fn, *args, **kwargs):
-        # .to(), .half(), .cuda()... replace the module's tensors (buffers as whole objects): the
-        # plan is rebuilt on the next update.
-        self._plan = None
+        # .to(), .half(), .cuda()... replace the module's tensors: the plan is rebuilt.
+        self._fused.forget()
         return super()._apply(fn, *args, **kwargs)
 
     def _source_entries(self, model: nn.Module, names) -> Dict[str, Tensor]:
         src = self._averaged_entries(model)
         missing = [name for name in names if name not in src]
         if missing:
-            raise ValueError(f'update_parameters: the model has no {missing[:3]} (it is not the model this '
-                             f'{type(self).__name__} was built from)')
+            raise ValueError(f'update_parameters: the model has no {missing[:3]} (it is not the '
+                             f'model this {type(self).__name__} was built from)')
         return src
 
     @torch.no_grad()
     def update_parameters(self, model: nn.Module) -> None:
         """One averaging step from ``model`` (see the module docstring for what each call does)."""
-        momentum = getattr(self, 'momentum', None)
-        if momentum is not None and self._stall.due():
-            averaged = self.avg_parameters
-            src = self._source_entries(model, averaged)
-            self._stall.look(type(self).__name__, list(averaged.values()), [src[n] for n in averaged], momentum)
-        rule = PLAN_RULES.get(type(self).avg_func)
-        if rule is not None and self._plan_step(model, rule):
-            return
-        if rule is None:
-            self._loop_reason = f'{type(self).__name__} overrides avg_func'
-        # MMEngine's loop, for a custom avg_func and for averaged copies on another device.
+        if self._fused.step([self], model, plan_rule(self)):
+            return  # the whole step ran as one fused plan call
         averaged = self.avg_parameters
         src_parameters = self._source_entries(model, averaged)
         steps = int(self.steps)
@@ -198,75 +144,17 @@ class BaseAveragedModel(nn.Module):
                 b_avg.copy_(b_src.detach().to(b_avg.device))
         self.steps += 1
 
-    def _plan_step(self, model: nn.Module, rule: str) -> bool:
-        """One step of the plan for ``model``; False when the loop must run instead. The models'
-        entries are read again (and the plan rebuilt or refreshed) for another model, after a
-        conversion of the averaged model, and when tensors or modules were assigned to module
-        attributes since the last look: the step itself does no per-tensor work."""
-        plan = self._plan
-        if plan is None or self._plan_source() is not model or self._plan_count != _assignments:
-            plan = self._plan_for(model, rule)
-            if plan is None:
-                return False
-        plan.step(self.steps)
-        return True
-
-    def _plan_for(self, model: nn.Module, rule: str) -> Optional[EMAPlan]:
-        """The plan averaging ``model``'s current entries into ``self.module``'s; the current
-        plan when they are the same tensors, else a new one. None (with ``_loop_reason`` set)
-        when the loop must run instead."""
-        averaged = self.avg_parameters
-        src = self._source_entries(model, averaged)
-        ema, source = list(averaged.values()), [src[name] for name in averaged]
-        mirror_ema = [] if self.update_buffers else list(self.module.buffers())
-        mirror_src = [] if self.update_buffers else list(model.buffers())
-        devices = {str(t.device) for t in source + mirror_src + ema + mirror_ema} - {str(self.steps.device)}
-        if devices:
-            self._plan, self._loop_reason = None, (f'tensors on {sorted(devices)} and the averaged copy\'s '
-                                                   f'counter on {self.steps.device}')
-            return None
-        inputs = (ema, source, mirror_ema, mirror_src)
-        if self._plan is None or self._plan_source() is not model or not _same_tensors(self._plan_inputs, inputs):
-            self._plan_inputs = inputs
-            self._plan = EMAPlan(ema, source, mirror_ema, mirror_src, rule=rule, momentum=getattr(self, 'momentum', 0.0),
-                                 gamma=float(getattr(self, 'gamma', 100.0)), interval=self.interval)
-            self._plan_source = weakref.ref(model)
-        else:
-            self._plan.refresh()
-        self._plan_count = _assignments
-        self._loop_reason = None
-        return self._plan
-
     @property
     def backend(self) -> Optional[str]:
         """How the last update ran (or :meth:`describe` would run one): ``'native'`` (the fused
-        C++/CUDA plan), ``'ref'`` (the plan's PyTorch fallback), ``'loop'`` (MMEngine's per-tensor
+        C++/CUDA plan), ``'ref'`` (the plan's PyTorch fallback), ``'loop'`` (MMEngine's per-entry
         loop); None before either was called."""
-        if self._plan is not None:
-            return self._plan.backend
-        return 'loop' if self._loop_reason else None
+        return self._fused.backend
 
     def describe(self, model: nn.Module) -> str:
         """One line saying how :meth:`update_parameters` averages ``model``, e.g.
         ``fused native plan on cuda:0, 161 tensors (25.6 M values)``, or why it falls back."""
-        rule = PLAN_RULES.get(type(self).avg_func)
-        if rule is None:
-            self._loop_reason = f'{type(self).__name__} overrides avg_func'
-        plan = None if rule is None else self._plan_for(model, rule)
-        if plan is None:
-            return f'per-tensor loop ({self._loop_reason})'
-        values = sum(t.numel() for t in plan.ema + plan.mirror_ema)
-        where = f'on {plan.device}, {len(plan.ema)} tensors ({values / 1e6:.1f} M values)'
-        if plan.backend == 'native':
-            return f'fused native plan {where}'
-        info = backend_info().get(plan.device.type, {'backend': 'fallback', 'reason': 'no native kernels for it'})
-        reason = "backend='ref' was asked for" if info['backend'] == 'native' else info['reason']
-        return f'PyTorch plan (torch._foreach_*) {where}; native kernels not used: {reason}'
-
-
-def _same_tensors(lists_a, lists_b) -> bool:
-    """Whether two groups of tensor lists hold the same objects, in the same order."""
-    return all(len(a) == len(b) and all(map(operator.is_, a, b)) for a, b in zip(lists_a, lists_b))
+        return self._fused.describe([self], model, plan_rule(self))
 
 
 def _parse_ema_dtype(ema_dtype) -> Optional[torch.dtype]:
@@ -275,7 +163,8 @@ def _parse_ema_dtype(ema_dtype) -> Optional[torch.dtype]:
         return None
     name = str(ema_dtype).replace('torch.', '')
     if name not in EMA_DTYPES:
-        raise ValueError(f'ema_dtype must be one of {list(EMA_DTYPES)} (or the torch dtype), got {ema_dtype!r}')
+        raise ValueError(f'ema_dtype must be one of {list(EMA_DTYPES)} (or the torch dtype), '
+                         f'got {ema_dtype!r}')
     return getattr(torch, name)
 
 
@@ -283,10 +172,11 @@ def _check_momentum(momentum: Optional[float], decay: Optional[float]) -> float:
     for name, value in (('momentum', momentum), ('decay', decay)):
         # A string from a config ('0.01') would otherwise fail inside the range check below.
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
-            raise TypeError(f'EMA {name}={value!r} is a {type(value).__name__}: it must be a number in (0, 1)')
+            raise TypeError(f'EMA {name}={value!r} is a {type(value).__name__}: it must be a '
+                            'number in (0, 1)')
     if momentum is not None and decay is not None:
-        raise ValueError(f'give momentum or decay, not both (got momentum={momentum}, decay={decay}); '
-                         'MMEngine momentum = 1 - decay')
+        raise ValueError(f'give momentum or decay, not both (got momentum={momentum}, '
+                         f'decay={decay}); MMEngine momentum = 1 - decay')
     if decay is not None:
         if not 0.0 < decay < 1.0:
             raise ValueError(f'decay must be in (0, 1), got {decay}')
@@ -296,9 +186,10 @@ def _check_momentum(momentum: Optional[float], decay: Optional[float]) -> float:
     if not 0.0 < momentum < 1.0:
         raise ValueError(f'momentum must be in (0, 1), got {momentum}')
     if momentum > 0.5:
-        warnings.warn(f'EMA momentum={momentum} is the weight of the *new* value (MMEngine convention), so it is '
-                      'usually small, e.g. 0.0002; a value near 1 looks like a timm/torch decay (pass decay= for '
-                      'that). Please make sure the value is correct.', stacklevel=3)
+        warnings.warn(f'EMA momentum={momentum} is the weight of the *new* value (MMEngine '
+                      'convention), so it is usually small, e.g. 0.0002; a value near 1 looks like '
+                      'a timm/torch decay (pass decay= for that). Please make sure the value is '
+                      'correct.', stacklevel=3)
     return float(momentum)
 
 
@@ -335,12 +226,14 @@ class MomentumAnnealingEMA(ExponentialMovingAverage):
         gamma: the annealing horizon (> 0); see :class:`ExponentialMovingAverage` for the rest.
     """
 
-    def __init__(self, model: nn.Module, momentum: Optional[float] = None, gamma: int = 100, interval: int = 1,
-                 device: Optional[torch.device] = None, update_buffers: bool = False, *,
-                 decay: Optional[float] = None, ema_dtype=None) -> None:
+    def __init__(self, model: nn.Module, momentum: Optional[float] = None, gamma: int = 100,
+                 interval: int = 1, device: Optional[torch.device] = None,
+                 update_buffers: bool = False, *, decay: Optional[float] = None,
+                 ema_dtype=None) -> None:
         if not gamma > 0:
             raise ValueError(f'gamma must be > 0, got {gamma}')
-        super().__init__(model, momentum, interval, device, update_buffers, decay=decay, ema_dtype=ema_dtype)
+        super().__init__(model, momentum, interval, device, update_buffers, decay=decay,
+                         ema_dtype=ema_dtype)
         self.gamma = gamma
 
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
@@ -351,7 +244,8 @@ class MomentumAnnealingEMA(ExponentialMovingAverage):
 @MODELS.register_module()
 class StochasticWeightAverage(BaseAveragedModel):
     """The running arithmetic mean of the weights seen at the averaging calls:
-    ``avg += (src - avg) / (steps // interval + 1)``; with inputs 1, 2, 3, 6 it gives 1, 1.5, 2, 3."""
+    ``avg += (src - avg) / (steps // interval + 1)``; with inputs 1, 2, 3, 6 it gives 1, 1.5, 2,
+    3."""
 
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
         weight = averaging_weight('swa', int(steps), interval=self.interval)
@@ -360,6 +254,11 @@ class StochasticWeightAverage(BaseAveragedModel):
 
 # The fork in update_parameters: a class whose avg_func is one of these runs the fused plan with
 # that rule (minimm.ops.averaging_weight); any other avg_func runs MMEngine's loop.
+def plan_rule(averaged: BaseAveragedModel) -> Optional[str]:
+    """The plan rule of ``averaged``'s ``avg_func``; None for one the plan cannot run."""
+    return PLAN_RULES.get(type(averaged).avg_func)
+
+
 PLAN_RULES = {
     ExponentialMovingAverage.avg_func: 'ema',
     MomentumAnnealingEMA.avg_func: 'anneal',

@@ -6,9 +6,9 @@ kernels when they are available for the tensors' device and the ``*_ref`` twin o
 twins define the numbers. ``backend_info()`` says which is used where, and why.
 """
 from .aliases import distinct
-from .ema import EMAPlan, averaging_weight, ema_update_, ema_update_ref
+from .ema import EMAPlan, EMATarget, averaging_weight, ema_update_, ema_update_ref
 from .loader import backend_info
 from .pack import PackPlan, pack, pack_ref, unpack_, unpack_ref
 
-__all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'averaging_weight', 'pack', 'pack_ref', 'unpack_',
+__all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'EMATarget', 'averaging_weight', 'pack', 'pack_ref', 'unpack_',
            'unpack_ref', 'PackPlan', 'backend_info', 'distinct']

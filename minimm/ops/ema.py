@@ -24,16 +24,19 @@ tests/test_ops_ema.py and tests/test_ops_agree.py). Mixed-dtype pairs (an fp32 E
 source) are the one case where the fallback converts the source first, a temporary per pair.
 Integer tensors are copied.
 """
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from .aliases import first_names
+from .checks import check_layouts, check_no_overlap, check_pairs
 from .loader import native_for
 
 # The averaging rules; the numbers match RuleKind in csrc/ema.h.
-RULES = {'ema': 1, 'anneal': 2, 'swa': 3}
+RULES = {'ema': 1, 'anneal': 2, 'swa': 3, 'power': 4}
+# At most this many averaged copies of one source in one plan (csrc/ema.h kMaxTargets).
+MAX_TARGETS = 8
 # The bound above: how many units in the last place the fallback and the kernels may differ.
 FALLBACK_ULPS = 4
 
@@ -43,7 +46,9 @@ def averaging_weight(rule: str, steps: int, momentum: float = 0.0, gamma: float 
     """The weight of the new value for the averaging call at count ``steps`` (before incrementing).
 
     ``'ema'``: ``momentum``; ``'anneal'``: ``max(momentum, gamma / (gamma + steps))`` (MMEngine's
-    MomentumAnnealingEMA); ``'swa'``: ``1 / (steps // interval + 1)``, the running mean.
+    MomentumAnnealingEMA); ``'swa'``: ``1 / (steps // interval + 1)``, the running mean;
+    ``'power'``: ``1 - (1 - 1/t) ** (gamma + 1)`` at the t-th averaging call, ``t = steps //
+    interval + 1`` (PowerFunctionEMA; ``gamma = 0`` is ``'swa'``).
     """
     if rule == 'ema':
         return momentum
@@ -51,90 +56,13 @@ def averaging_weight(rule: str, steps: int, momentum: float = 0.0, gamma: float 
         return max(momentum, gamma / (gamma + steps))
     if rule == 'swa':
         return 1 / float(steps // interval + 1)
+    if rule == 'power':  # the same operations as csrc/ema.h step_weight, in double
+        return 1.0 - (1.0 - 1.0 / float(steps // interval + 1)) ** (gamma + 1.0)
     raise ValueError(f'unknown averaging rule {rule!r}; expected one of {sorted(RULES)}')
 
 
 def _accumulate_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def _check_pairs(name: str, ema: Sequence[Tensor], src: Sequence[Tensor]) -> None:
-    """The checks every backend makes, with the same error type (ValueError) and message."""
-    if len(ema) != len(src):
-        raise ValueError(f'{name}: got {len(ema)} EMA tensors but {len(src)} source tensors')
-    device = (list(ema) or list(src) or [None])[0]
-    device = device.device if device is not None else None
-    for i, (e, s) in enumerate(zip(ema, src)):
-        if e.shape != s.shape:
-            raise ValueError(f'{name}: pair {i} has shapes {tuple(e.shape)} and {tuple(s.shape)}')
-        for t in (e, s):
-            if t.device != device:
-                raise ValueError(f'{name}: pair {i} has a tensor on {t.device} but pair 0 is on {device}; all '
-                                 'tensors of one call must share a device')
-            if t.is_complex():
-                raise ValueError(f'{name}: tensor {i} is complex, which is not supported')
-        if e.dtype != s.dtype and not (e.is_floating_point() and s.is_floating_point()):
-            raise ValueError(f'{name}: pair {i} has dtypes {e.dtype} and {s.dtype}; only floating pairs may '
-                             'differ in dtype (non-floating pairs are copied)')
-
-
-def _dense(t: Tensor) -> bool:
-    """``TensorImpl::is_non_overlapping_and_dense``: the elements fill one block of memory, in
-    some order of the dimensions (contiguous, channels_last, a transpose...)."""
-    expected = 1
-    for d in sorted((d for d in range(t.dim()) if t.size(d) >= 2), key=t.stride):
-        if t.stride(d) != expected:
-            return False
-        expected *= t.size(d)
-    return True
-
-
-def check_layouts(name: str, ema: Sequence[Tensor], src: Sequence[Tensor]) -> None:
-    """A plan's pairs must be dense with equal strides (its kernels walk both sides as one flat
-    block); the list op :func:`ema_update_` instead stages other pairs through contiguous copies."""
-    for i, (e, s) in enumerate(zip(ema, src)):
-        if not ((e.is_contiguous() and s.is_contiguous()) or (e.stride() == s.stride() and _dense(e))):
-            raise ValueError(f'{name}: pair {i} is not dense with equal strides (strides {e.stride()} and '
-                             f'{s.stride()}); make both sides contiguous, or give both the same memory format')
-
-
-def _span(t: Tensor, index: int, written: bool):
-    """(storage, first byte, last byte, index, written): the memory ``t`` may touch."""
-    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-    size = t.element_size()
-    return t.untyped_storage()._cdata, t.storage_offset() * size, (last + 1) * size - 1, index, written
-
-
-def _same_view(a: Tensor, b: Tensor) -> bool:
-    return (a.untyped_storage()._cdata == b.untyped_storage()._cdata and a.storage_offset() == b.storage_offset()
-            and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype)
-
-
-def check_no_overlap(name: str, dst: Sequence[Tensor], src: Sequence[Tensor] = ()) -> None:
-    """Memory written by one call is touched by no other tensor of it (csrc/checks.h
-    check_no_overlap): two destinations sharing memory, or a destination sharing memory with
-    another pair's source, are a ValueError; a pair whose source is its destination is allowed."""
-    spans = [_span(t, i, True) for i, t in enumerate(dst) if t.numel()]
-    spans += [_span(t, i, False) for i, t in enumerate(src)
-              if t.numel() and not (i < len(dst) and _same_view(dst[i], t))]
-    spans.sort(key=lambda span: span[:2])
-    furthest = {True: None, False: None}  # within one storage: the span reaching furthest, per kind
-    for k, span in enumerate(spans):
-        if k and spans[k - 1][0] != span[0]:
-            furthest = {True: None, False: None}
-        storage, first, last, index, written = span
-        earlier = furthest[True]
-        if written and earlier is not None and earlier[2] >= first:
-            raise ValueError(f'{name}: tensors {min(earlier[3], index)} and {max(earlier[3], index)} to be written '
-                             'share memory (the same tensor twice, or overlapping views); list each tensor once')
-        other = furthest[not written]
-        if other is not None and other[2] >= first:
-            w, r = (span, other) if written else (other, span)
-            raise ValueError(f'{name}: destination {w[3]} shares memory with source {r[3]} (a tensor written by one '
-                             'pair and read by another, or overlapping views); the update would read values it is '
-                             'writing')
-        if furthest[written] is None or last > furthest[written][2]:
-            furthest[written] = span
 
 
 class _Pairs:
@@ -181,11 +109,12 @@ class _Pairs:
             torch._foreach_copy_(*self.copied)
 
 
-def ema_update_ref(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[float, Tensor]) -> None:
+def ema_update_ref(ema: Sequence[Tensor], src: Sequence[Tensor],
+                   weight: Union[float, Tensor]) -> None:
     """The PyTorch fallback of :func:`ema_update_`: MMEngine's ``lerp_`` (see the module docstring
     for how far it may differ from the kernels), with the same checks and errors."""
     ema, src = list(ema), list(src)
-    _check_pairs('ema_update_', ema, src)
+    check_pairs('ema_update_', ema, src)
     check_no_overlap('ema_update_', ema, src)
     _Pairs(ema, src).average(weight)
 
@@ -197,7 +126,8 @@ def ema_update_(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[floa
         ema: the tensors updated in place (fp32/fp64/fp16/bf16 or integer).
         src: the new values, same shapes; a floating pair may mix dtypes (fp32 EMA, fp16 source).
         weight: the weight of the new value (MMEngine's momentum), a Python float or a 0-dim
-            tensor on the tensors' device (read by the kernel, no host synchronisation) or on the CPU.
+            tensor on the tensors' device (read by the kernel, no host synchronisation) or on
+            the CPU.
 
     Any layout works: the kernels stage a pair that is not dense with equal strides through
     contiguous copies. Tensors on several devices, or a weight tensor on another GPU, are a
@@ -208,14 +138,47 @@ def ema_update_(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[floa
         return
     device = (ema or src)[0].device
     if isinstance(weight, Tensor) and weight.device != device and weight.device.type != 'cpu':
-        raise ValueError(f'ema_update_: the weight tensor is on {weight.device} but the tensors on {device}; '
-                         'give it on their device or on the CPU')
+        raise ValueError(f'ema_update_: the weight tensor is on {weight.device} but the tensors '
+                         f'on {device}; give it on their device or on the CPU')
     if not native_for(device):
         return ema_update_ref(ema, src, weight)
     if isinstance(weight, Tensor):
         torch.ops.minimm.ema_update_(ema, src, weight, 0.0)
     else:
         torch.ops.minimm.ema_update_(ema, src, None, float(weight))
+
+
+class EMATarget(NamedTuple):
+    """One averaged copy in a plan: its tensors (in the plan's source order) and its rule."""
+    ema: Sequence[Tensor]
+    mirror_ema: Sequence[Tensor] = ()
+    rule: str = 'ema'
+    momentum: float = 0.0002
+    gamma: float = 100.0
+    interval: int = 1
+
+
+def _check_target(target: EMATarget) -> None:
+    if target.rule not in RULES:
+        raise ValueError(f'EMAPlan: unknown rule {target.rule!r}; expected one of {sorted(RULES)}')
+    if not isinstance(target.interval, int) or target.interval < 1:
+        raise ValueError(f'EMAPlan: interval must be a positive int, got {target.interval!r}')
+    if target.rule == 'anneal' and not target.gamma > 0:
+        raise ValueError(f'EMAPlan: gamma must be > 0, got {target.gamma!r}')
+    if target.rule == 'power' and not target.gamma > -1:
+        raise ValueError(f"EMAPlan: rule 'power' needs gamma > -1, got {target.gamma!r}")
+
+
+def _check_like(k: int, first: Sequence[Tensor], other: Sequence[Tensor]) -> None:
+    """The averaged copies of one plan share dtypes, shapes and strides, tensor by tensor."""
+    if len(other) != len(first):
+        raise ValueError(f'EMAPlan: target {k} has {len(other)} tensors, target 0 has {len(first)}')
+    for i, (a, b) in enumerate(zip(first, other)):
+        if (a.dtype, a.shape, a.stride()) != (b.dtype, b.shape, b.stride()):
+            raise ValueError(f'EMAPlan: tensor {i} of target {k} is {b.dtype} {tuple(b.shape)} '
+                             f'with strides {b.stride()}, but target 0 has {a.dtype} '
+                             f'{tuple(a.shape)} with strides {a.stride()}; every target must '
+                             'match target 0')
 
 
 class EMAPlan:
@@ -226,10 +189,14 @@ class EMAPlan:
         ema, src: the pairs to average (floating) or copy on averaging calls (integer).
         mirror_ema, mirror_src: pairs copied on *every* call (MMEngine's buffers when
             ``update_buffers=False``).
-        rule: ``'ema'``, ``'anneal'`` or ``'swa'`` (see :func:`averaging_weight`).
+        rule: ``'ema'``, ``'anneal'``, ``'swa'`` or ``'power'`` (see :func:`averaging_weight`).
         momentum, gamma, interval: the rule's numbers.
         backend: ``'native'``, ``'ref'`` (the PyTorch fallback), or None to use the native kernels
             when they are available for the tensors' device.
+
+    :meth:`joint` builds one plan for several averaged copies of the same sources (up to
+    ``MAX_TARGETS``, each with its own rule and counter): a step reads each source chunk once and
+    updates every copy from it while it is in cache, with the same numbers as one plan per copy.
 
     Everything is checked once, here: shapes, dtypes, one device, each pair dense with equal
     strides, no destination sharing memory with another destination or another pair's source
@@ -238,10 +205,10 @@ class EMAPlan:
 
     A step does no per-tensor work on the host. The tensors must stay the same objects; after
     re-pointing one (``param.data = x``, ``module.to()``), call :meth:`refresh`: the native plan
-    keeps its table of addresses until then (the averaged models call it on the signals they
-    watch). The fallback's ``_foreach_*`` calls read the tensors as they are, so it follows
-    re-pointing by itself; :meth:`refresh` checks both again (a changed shape, dtype, device or
-    layout is then a ValueError).
+    keeps its table of addresses until then (the averaged models' fast path calls it on the
+    signals it watches, minimm/ops/averaging.py). The fallback's ``_foreach_*`` calls read the
+    tensors as they are, so it follows re-pointing by itself; :meth:`refresh` checks both again
+    (a changed shape, dtype, device or layout is then a ValueError).
 
     CUDA graphs: a native step captured in a graph replays the table of that moment, since a
     replay runs no host code. The plan keeps the captured memory alive, so a replay never writes
@@ -249,27 +216,53 @@ class EMAPlan:
     must be captured again. Keep the plan alive as long as the graph.
     """
 
-    def __init__(self, ema: Sequence[Tensor], src: Sequence[Tensor], mirror_ema: Sequence[Tensor] = (),
-                 mirror_src: Sequence[Tensor] = (), *, rule: str = 'ema', momentum: float = 0.0002,
-                 gamma: float = 100.0, interval: int = 1, backend: Optional[str] = None):
-        if rule not in RULES:
-            raise ValueError(f'EMAPlan: unknown rule {rule!r}; expected one of {sorted(RULES)}')
-        if not isinstance(interval, int) or interval < 1:
-            raise ValueError(f'EMAPlan: interval must be a positive int, got {interval!r}')
-        if rule == 'anneal' and not gamma > 0:
-            raise ValueError(f'EMAPlan: gamma must be > 0, got {gamma!r}')
+    def __init__(self, ema: Sequence[Tensor], src: Sequence[Tensor],
+                 mirror_ema: Sequence[Tensor] = (), mirror_src: Sequence[Tensor] = (), *,
+                 rule: str = 'ema', momentum: float = 0.0002, gamma: float = 100.0,
+                 interval: int = 1, backend: Optional[str] = None):
+        target = EMATarget(ema, mirror_ema, rule, momentum, gamma, interval)
+        self._build([target], src, mirror_src, backend)
+
+    @classmethod
+    def joint(cls, targets: Sequence[EMATarget], src: Sequence[Tensor],
+              mirror_src: Sequence[Tensor] = (), backend: Optional[str] = None) -> 'EMAPlan':
+        """One plan averaging ``src`` (and mirroring ``mirror_src``) into every target; its
+        :meth:`step` takes one counter per target."""
+        plan = cls.__new__(cls)
+        plan._build(targets, src, mirror_src, backend)
+        return plan
+
+    def _build(self, targets, src, mirror_src, backend) -> None:
+        if not 1 <= len(targets) <= MAX_TARGETS:
+            raise ValueError(f'EMAPlan: 1 to {MAX_TARGETS} targets per plan, got {len(targets)}')
+        for target in targets:
+            _check_target(target)
         if backend not in (None, 'native', 'ref'):
             raise ValueError(f"EMAPlan: backend must be 'native', 'ref' or None, got {backend!r}")
-        ema, src, mirror_ema, mirror_src = list(ema), list(src), list(mirror_ema), list(mirror_src)
-        _check_pairs('EMAPlan', ema + mirror_ema, src + mirror_src)
-        keep, keep_mirror = first_names(ema), first_names(mirror_ema)
-        self.ema, self.src = [ema[i] for i in keep], [src[i] for i in keep]
-        self.mirror_ema, self.mirror_src = [mirror_ema[i] for i in keep_mirror], [mirror_src[i] for i in keep_mirror]
-        check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
-        check_no_overlap('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
-        self.rule, self.momentum, self.gamma, self.interval = rule, float(momentum), float(gamma), interval
-        first = (self.ema or self.mirror_ema or [torch.empty(0)])[0]
-        self.device = first.device
+        src, mirror_src = list(src), list(mirror_src)
+        first = targets[0]
+        for target in targets:
+            check_pairs('EMAPlan', list(target.ema) + list(target.mirror_ema), src + mirror_src)
+        keep, keep_mirror = first_names(list(first.ema)), first_names(list(first.mirror_ema))
+        self.targets = []
+        for k, target in enumerate(targets):
+            ema = [target.ema[i] for i in keep]
+            mirror_ema = [target.mirror_ema[i] for i in keep_mirror]
+            if k:
+                _check_like(k, self.ema + self.mirror_ema, ema + mirror_ema)
+            self.targets.append(target._replace(ema=ema, mirror_ema=mirror_ema,
+                                                momentum=float(target.momentum),
+                                                gamma=float(target.gamma)))
+            self.ema, self.mirror_ema = self.targets[0].ema, self.targets[0].mirror_ema
+        self.src, self.mirror_src = [src[i] for i in keep], [mirror_src[i] for i in keep_mirror]
+        written = [t for target in self.targets for t in target.ema + target.mirror_ema]
+        read = (self.src + self.mirror_src) * len(self.targets)
+        check_layouts('EMAPlan', written, read)
+        check_no_overlap('EMAPlan', written, read)
+        first = self.targets[0]
+        self.rule, self.momentum, self.gamma = first.rule, first.momentum, first.gamma
+        self.interval = first.interval
+        self.device = (written or [torch.empty(0)])[0].device
         if backend is None:
             backend = 'native' if native_for(self.device) else 'ref'
         elif backend == 'native' and not native_for(self.device):
@@ -278,34 +271,56 @@ class EMAPlan:
         self.backend = backend
         self._native = None
         if backend == 'native':
-            self._native = torch.classes.minimm.EMAPlan(self.ema, self.src, self.mirror_ema, self.mirror_src,
-                                                        RULES[rule], self.momentum, self.gamma, interval)
+            self._native = torch.classes.minimm.EMAPlan(
+                [t for target in self.targets for t in target.ema], self.src,
+                [t for target in self.targets for t in target.mirror_ema], self.mirror_src,
+                [RULES[t.rule] for t in self.targets], [t.momentum for t in self.targets],
+                [t.gamma for t in self.targets], [t.interval for t in self.targets])
         else:
-            self._pairs, self._mirrored = _Pairs(self.ema, self.src), _Pairs(self.mirror_ema, self.mirror_src)
+            self._sort_pairs()
+
+    def _sort_pairs(self) -> None:
+        self._pairs = [(_Pairs(t.ema, self.src), _Pairs(t.mirror_ema, self.mirror_src))
+                       for t in self.targets]
 
     def refresh(self) -> bool:
         """Look at the tensors again after some were re-pointed; returns whether the native table
         was rebuilt. Raises the constructor's ValueError when a pair no longer fits."""
-        _check_pairs('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
-        check_layouts('EMAPlan', self.ema + self.mirror_ema, self.src + self.mirror_src)
+        for k, target in enumerate(self.targets):
+            check_pairs('EMAPlan', target.ema + target.mirror_ema, self.src + self.mirror_src)
+            check_layouts('EMAPlan', target.ema + target.mirror_ema, self.src + self.mirror_src)
+            if k:
+                _check_like(k, self.ema + self.mirror_ema, target.ema + target.mirror_ema)
         if self._native is not None:
             return self._native.refresh()
-        self._pairs, self._mirrored = _Pairs(self.ema, self.src), _Pairs(self.mirror_ema, self.mirror_src)
+        self._sort_pairs()
         return False
 
-    def step(self, steps: Tensor) -> None:
-        """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device,
-        read before and incremented after (as MMEngine's ``steps`` buffer)."""
+    def step(self, steps: Union[Tensor, Sequence[Tensor]]) -> None:
+        """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device
+        (one per target, in a list, for a :meth:`joint` plan), read before and incremented after
+        (as MMEngine's ``steps`` buffer)."""
+        counters = [steps] if isinstance(steps, Tensor) else list(steps)
+        if len(counters) != len(self.targets):
+            raise ValueError(f'EMAPlan.step: {len(self.targets)} targets need as many counters, '
+                             f'got {len(counters)}')
         if self._native is not None:
-            self._native.step(steps)
+            if isinstance(steps, Tensor):
+                self._native.step(steps)
+            else:
+                self._native.step_all(counters)
             return
-        if steps.device != self.device or steps.dtype != torch.long or steps.numel() != 1:
-            raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on {self.device}, got '
-                             f'{steps.dtype} with {steps.numel()} elements on {steps.device}')
-        count = int(steps)  # a host read: the fallback decides in Python
-        if count == 0:
-            self._pairs.copy()
-        elif count % self.interval == 0:
-            self._pairs.average(averaging_weight(self.rule, count, self.momentum, self.gamma, self.interval))
-        self._mirrored.copy()
-        steps += 1
+        for counter in counters:
+            if counter.device != self.device or counter.dtype != torch.long or counter.numel() != 1:
+                raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on '
+                                 f'{self.device}, got {counter.dtype} with {counter.numel()} '
+                                 f'elements on {counter.device}')
+        for target, (pairs, mirrored), counter in zip(self.targets, self._pairs, counters):
+            count = int(counter)  # a host read: the fallback decides in Python
+            if count == 0:
+                pairs.copy()
+            elif count % target.interval == 0:
+                pairs.average(averaging_weight(target.rule, count, target.momentum, target.gamma,
+                                               target.interval))
+            mirrored.copy()
+            counter += 1

@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from .ema import _check_pairs
+from .checks import check_pairs
 from .pack import _groups, layout
 
 _registered = False
@@ -26,7 +26,7 @@ def _check_one_device(name: str, tensors: Sequence[Tensor]) -> None:
 
 
 def _ema_update_fake(ema: List[Tensor], src: List[Tensor], weight_tensor: Optional[Tensor], weight: float) -> None:
-    _check_pairs('ema_update_', ema, src)
+    check_pairs('ema_update_', ema, src)
 
 
 def _pack_fake(tensors: List[Tensor]) -> List[Tensor]:
