@@ -113,8 +113,10 @@ constexpr int32_t kBytes = 16, kKinds = 17;
 
 // The rows of one kind. A floating pair's rows are averaged (Mode kDecide) or cast-copied
 // (kCopyAlways); byte rows are integer pairs (copied unless the call skips) or same-dtype mirrored
-// pairs (always copied). A chunk of a plan with several targets is run once per target, one after
-// the other in the same block, so the source chunk is read from memory once (then from cache).
+// pairs (always copied). With several targets, unit u is chunk u / targets for target
+// u % targets: the copies of one source chunk go to neighbouring blocks, which run at about the
+// same time, so the chunk is read from memory once and from L2 by the others; the loop body
+// stays that of one pair (a loop over the targets inside it made the 16-bit pairs spill).
 template <int K>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) ema_kernel(Launch l, int64_t first, int64_t count) {
   __shared__ int action[kMaxTargets];
@@ -122,20 +124,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) ema_kernel(Launch l, int
   read_step(l, action, weight);
   const Row* row_of = table_rows(l.table);
   const Chunk* chunk_of = table_chunks(l.table, l.rows) + first;
-  for (int64_t c = blockIdx.x; c < count; c += gridDim.x) {
-    const Chunk chunk = chunk_of[c];
-    for (int k = 0; k < l.targets; ++k) {
-      const Row row = row_of[chunk.row + k];
-      if constexpr (K == kBytes) {
-        if (row.mode == kCopyAlways || action[k] != kSkip)
-          copy_bytes(static_cast<char*>(row.dst) + chunk.first, static_cast<const char*>(row.src) + chunk.first,
-                     chunk.n);
-      } else {
-        using E = Float<K / 4>;
-        const bool copy = row.mode == kCopyAlways || action[k] == kCopy;
-        if (!copy && action[k] == kSkip) continue;
-        pair_chunk<E, Float<K % 4>>(row, chunk, copy ? acc_t<E>(0) : static_cast<acc_t<E>>(weight[k]), copy);
-      }
+  for (int64_t u = blockIdx.x; u < count * l.targets; u += gridDim.x) {
+    const int k = static_cast<int>(u % l.targets);
+    const Chunk chunk = chunk_of[u / l.targets];
+    const Row row = row_of[chunk.row + k];
+    if constexpr (K == kBytes) {
+      if (row.mode == kCopyAlways || action[k] != kSkip)
+        copy_bytes(static_cast<char*>(row.dst) + chunk.first, static_cast<const char*>(row.src) + chunk.first,
+                   chunk.n);
+    } else {
+      using E = Float<K / 4>;
+      const bool copy = row.mode == kCopyAlways || action[k] == kCopy;
+      if (!copy && action[k] == kSkip) continue;
+      pair_chunk<E, Float<K % 4>>(row, chunk, copy ? acc_t<E>(0) : static_cast<acc_t<E>>(weight[k]), copy);
     }
   }
 }

@@ -110,7 +110,7 @@ inline void upload(Table& table, const at::Device& device, const char* capture_e
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index()));
   const int64_t fill = static_cast<int64_t>(sms) * (2048 / kThreads);
   for (Segment& segment : table.segments)
-    segment.blocks = static_cast<unsigned int>(std::max<int64_t>(1, std::min(fill, segment.count)));
+    segment.blocks = static_cast<unsigned int>(std::max<int64_t>(1, std::min(fill, segment.count * table.targets)));
 }
 
 // Before a launch that reads `table` on `stream`: a table uploaded on another stream (a step on a

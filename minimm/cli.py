@@ -1,4 +1,4 @@
-"""The minimm command: demo, train, test, info, bench, plot and plot-lr.
+"""The minimm command: demo, train, test, info, bench, plot, plot-lr and posthoc-ema.
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
     minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]
@@ -9,6 +9,8 @@
     minimm bench overhead|ema|pack|ema-hook [options]
     minimm plot WORK_DIR [--out PNG]  # loss, LR and validation metrics of a run (needs matplotlib)
     minimm plot-lr CONFIG [--out PNG] # the LR/momentum schedule of a config, without training
+    minimm posthoc-ema WORK_DIR --sigma-rel S --out FILE   # choose the EMA length after training
+    minimm posthoc-ema WORK_DIR --sweep S1,S2,...          # evaluate several (PostHocEMAHook)
 
 ``train`` and ``test`` are MMEngine's ``tools/train.py`` and ``tools/test.py`` in one command.
 ``train`` also runs MMCV 1.x configs (``runner``/``lr_config``/``optimizer_config``/``workflow``
@@ -23,7 +25,7 @@ from typing import List, Optional
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook'}
-PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr'}
+PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr', 'posthoc-ema': 'minimm.posthoc_cli'}
 
 
 def help_text(docstring: str) -> str:
@@ -145,7 +147,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         # Each benchmark parses its own options (so `minimm bench ema --help` shows them).
         importlib.import_module(BENCHMARKS[argv[1]]).main(argv[2:])
         return
-    if argv and argv[0] in PLOTS:  # these parse their own options too
+    if argv and argv[0] in PLOTS:  # these (and posthoc-ema) parse their own options too
         importlib.import_module(PLOTS[argv[0]]).main(argv[1:])
         return
     parser = argparse.ArgumentParser(prog='minimm', description=help_text(__doc__.split('\n\n')[0]))
@@ -172,6 +174,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     bench.add_argument('name', choices=sorted(BENCHMARKS))
     sub.add_parser('plot', help="draw a run's loss, LR and metrics; `minimm plot --help`")
     sub.add_parser('plot-lr', help="draw a config's LR schedule; `minimm plot-lr --help`")
+    sub.add_parser('posthoc-ema', help='choose the EMA length after training (PostHocEMAHook); '
+                                       '`minimm posthoc-ema --help`')
 
     args = parser.parse_args(argv)
     {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}[args.command](args)

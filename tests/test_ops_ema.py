@@ -164,7 +164,7 @@ def test_any_layout_gives_the_closed_form(backend, make_pair):
 
 @pytest.mark.parametrize('rule,momentum,gamma,interval', [
     ('ema', 0.1, 100.0, 1), ('ema', 0.3, 100.0, 3), ('anneal', 0.01, 4.0, 1), ('anneal', 0.2, 3.0, 2),
-    ('swa', 0.0, 100.0, 1), ('swa', 0.0, 100.0, 2)])
+    ('swa', 0.0, 100.0, 1), ('swa', 0.0, 100.0, 2), ('power', 0.0, 6.94, 1), ('power', 0.0, 0.5, 2)])
 def test_plan_follows_mmengine_update_parameters(backend, rule, momentum, gamma, interval):
     """The plan against MMEngine's update_parameters written out: copy on call 0, average on
     calls interval, 2*interval, ..., mirror every call, count every call."""
@@ -193,7 +193,7 @@ def test_plan_follows_mmengine_update_parameters(backend, rule, momentum, gamma,
         assert int(count_ema[0]) == last_averaged + 1  # integers are copied on averaging calls
 
 
-@pytest.mark.parametrize('rule', ['ema', 'anneal', 'swa'])
+@pytest.mark.parametrize('rule', ['ema', 'anneal', 'swa', 'power'])
 def test_plan_native_equals_reference(native, rule):
     shapes = [(33,), (), (8, 9), (5000,)]
     runs = {}

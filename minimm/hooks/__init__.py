@@ -12,6 +12,7 @@ from .logger_hook import LoggerHook
 from .param_scheduler_hook import ParamSchedulerHook
 from .ema_hook import EMAHook
 from .ema_only_checkpoint_hook import EMAOnlyCheckpointHook
+from .posthoc_ema_hook import PostHocEMAHook
 from .raw_weights_eval_hook import RawWeightsEvalHook
 from .sync_buffers_hook import SyncBuffersHook
 from .empty_cache_hook import EmptyCacheHook

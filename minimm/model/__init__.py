@@ -3,6 +3,6 @@ from .base_model import BaseDataPreprocessor, BaseModel
 from .data_preprocessor import ImgDataPreprocessor, stack_batch
 from .digits_cnn import DigitsCNN
 from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
-                             StochasticWeightAverage)
+                             PowerFunctionEMA, StochasticWeightAverage)
 from .utils import convert_sync_batchnorm, revert_sync_batchnorm
 from .wrappers import MMDistributedDataParallel, is_model_wrapper

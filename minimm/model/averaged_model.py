@@ -36,15 +36,20 @@ Differences from MMEngine, on purpose:
   moving (minimm/ops/ema_stall.py, which also warns when that happens). The kernels average a
   bf16 source into an fp32 copy in one pass; ``EMAHook`` casts back for validation and checkpoints.
 
+Added: :class:`PowerFunctionEMA`, EDM2's power-function EMA (the rule that post-hoc EMA,
+minimm/model/posthoc_ema.py, builds on); MMEngine has no such class.
+
 Left out: nothing of the public API; the averaged copy is kept as ordinary tensors (no flat
 buffer), so ``load_state_dict`` copies into them in place as usual.
 """
 import itertools
+import math
 import numbers
 import warnings
 from copy import deepcopy
 from typing import Dict, Optional
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -55,6 +60,8 @@ from minimm.registry import MODELS
 
 DEFAULT_MOMENTUM = 0.0002
 EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
+# PowerFunctionEMA: widths up to about 0.3003 have a power-function profile (a root gamma > -1).
+SIGMA_REL_MAX = 0.3
 
 class BaseAveragedModel(nn.Module):
     """The shared bookkeeping of the averaged models; subclasses define :meth:`avg_func`.
@@ -252,6 +259,70 @@ class StochasticWeightAverage(BaseAveragedModel):
         ema_update_ref([averaged_param], [source_param], weight)
 
 
+def power_gamma(sigma_rel: float) -> float:
+    """The exponent of the power-function EMA of relative width ``sigma_rel`` (EDM2): the largest
+    real root of ``g**3 + 7 g**2 + (16 - s**-2) g + (12 - s**-2) = 0``, which is
+    :func:`power_sigma_rel` solved for ``g``."""
+    inv = sigma_rel ** -2
+    roots = np.roots([1.0, 7.0, 16.0 - inv, 12.0 - inv])
+    return float(max(r.real for r in roots if abs(r.imag) <= 1e-9 * max(1.0, abs(r.real))))
+
+
+def power_sigma_rel(gamma: float) -> float:
+    """The relative width of the power-function EMA profile ``t**gamma`` on [0, 1]: its standard
+    deviation divided by its end, ``sqrt((g + 1) / ((g + 2)**2 (g + 3)))``."""
+    return math.sqrt((gamma + 1) / ((gamma + 2) ** 2 * (gamma + 3)))
+
+
+def _check_power(sigma_rel, gamma) -> float:
+    """The exponent from ``sigma_rel=`` or ``gamma=`` (one of the two), checked."""
+    if (sigma_rel is None) == (gamma is None):
+        raise ValueError('PowerFunctionEMA: give sigma_rel or gamma, exactly one (got '
+                         f'sigma_rel={sigma_rel!r}, gamma={gamma!r})')
+    key, value = ('sigma_rel', sigma_rel) if gamma is None else ('gamma', gamma)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise TypeError(f'PowerFunctionEMA: {key}={value!r} must be a number')
+    if key == 'sigma_rel':
+        if not 0 < value < SIGMA_REL_MAX:
+            raise ValueError(f'PowerFunctionEMA: sigma_rel={value!r} must be in (0, '
+                             f'{SIGMA_REL_MAX}); EDM2 uses 0.05 to 0.2')
+        return power_gamma(float(value))
+    if not -1 < value < math.inf:
+        raise ValueError(f'PowerFunctionEMA: gamma={value!r} must be a finite number > -1')
+    return float(value)
+
+
+@MODELS.register_module()
+class PowerFunctionEMA(BaseAveragedModel):
+    """EDM2's power-function EMA (Karras et al., 2024), a minimm addition: at the t-th averaging
+    call ``avg = beta_t * avg + (1 - beta_t) * src`` with ``beta_t = (1 - 1/t) ** (gamma + 1)``.
+
+    The first call copies (``beta_1 = 0``); afterwards the average keeps a fixed *share* of the
+    run, weighting the weights seen at time ``tau`` in proportion to ``tau ** gamma``, however
+    long it runs: ``sigma_rel`` is that profile's width relative to the run's length (0.10: about
+    the last tenth). ``gamma = 0`` is :class:`StochasticWeightAverage`. PostHocEMAHook keeps
+    several and :func:`minimm.model.posthoc_ema.synthesize` builds any width after training.
+
+    Args:
+        sigma_rel: the relative width, in (0, 0.3); or
+        gamma: the exponent (> -1) itself; give exactly one of the two.
+        model, interval, device, update_buffers, ema_dtype: see :class:`BaseAveragedModel`.
+    """
+
+    def __init__(self, model: nn.Module, sigma_rel: Optional[float] = None,
+                 gamma: Optional[float] = None, interval: int = 1,
+                 device: Optional[torch.device] = None, update_buffers: bool = False, *,
+                 ema_dtype=None) -> None:
+        gamma = _check_power(sigma_rel, gamma)
+        super().__init__(model, interval, device, update_buffers, ema_dtype=ema_dtype)
+        self.gamma = gamma
+        self.sigma_rel = power_sigma_rel(gamma)
+
+    def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
+        weight = averaging_weight('power', int(steps), gamma=self.gamma, interval=self.interval)
+        ema_update_ref([averaged_param], [source_param], weight)
+
+
 # The fork in update_parameters: a class whose avg_func is one of these runs the fused plan with
 # that rule (minimm.ops.averaging_weight); any other avg_func runs MMEngine's loop.
 def plan_rule(averaged: BaseAveragedModel) -> Optional[str]:
@@ -263,4 +334,5 @@ PLAN_RULES = {
     ExponentialMovingAverage.avg_func: 'ema',
     MomentumAnnealingEMA.avg_func: 'anneal',
     StochasticWeightAverage.avg_func: 'swa',
+    PowerFunctionEMA.avg_func: 'power',
 }
