@@ -58,21 +58,16 @@ def sweep(work_dir: str, widths: List[float], config: Optional[str], step: Optio
 
 def draw(rows: list, key: str, path: str) -> str:
     """The metric against the width, as a PNG; the message to print."""
+    from .plot import require_pyplot, save_figure
     try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return 'matplotlib is not installed: no picture (pip install matplotlib to draw the curve)'
+        plt = require_pyplot()
+    except ImportError as e:
+        return f'no picture: {e}'
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot([w for w, _ in rows], [m[key] for _, m in rows], marker='o')
-    ax.set_xlabel('sigma_rel (EMA length relative to training)')
-    ax.set_ylabel(key)
+    ax.set(xlabel='sigma_rel (EMA length relative to the run)', ylabel=key)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return f'curve: {path}'
+    return f'curve: {save_figure(fig, path)}'
 
 
 def main(argv: Optional[List[str]] = None) -> None:

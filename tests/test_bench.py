@@ -20,10 +20,12 @@ def test_ema_compares_every_method_on_every_workload(tiny_workloads, capsys):
     methods = {'loop', 'fallback', 'one tensor', 'limit'} | ({'native'} if backend_info()['cpu']['backend'] == 'native'
                                                              else set())
     assert {(r['workload'], r['method']) for r in rows} == {
-        (w, m) for w in ('resnet50', 'vit_b', 'small', 'resnet50_bf16') for m in methods}
+        (w, m) for w in ('resnet50', 'vit_b', 'small', 'resnet50_bf16') for m in methods} | {
+        (f'resnet50 x{k}', m) for k in (2, 4) for m in ('K passes', 'one pass')}
     assert all(r['values'] == 23 and r['ms'] > 0 for r in rows)
     out = capsys.readouterr().out
     assert 'resnet50_bf16: 3 tensors' in out and 'faster than the loop; per-tensor ratio' in out
+    assert 'multi-EMA: K copies of resnet50 in one pass vs K passes' in out
 
 
 def test_ema_hook_and_pack_run(tiny_workloads):

@@ -60,7 +60,8 @@ def test_k_copies_in_one_pass_equal_k_single_plans(backend, ema_dtype, src_dtype
                     plan.step([counter])
         results.append((copies, counters))
     (joint_copies, joint_counts), (single_copies, single_counts) = results
-    assert [int(c) for c in joint_counts] == [int(c) for c in single_counts] == [s + 7 for s in STARTS[:k]]
+    expected_counts = [s + 7 for s in STARTS[:k]]
+    assert [int(c) for c in joint_counts] == [int(c) for c in single_counts] == expected_counts
     for (ema_a, mirror_a), (ema_b, mirror_b) in zip(joint_copies, single_copies):
         for a, b in zip(ema_a + mirror_a, ema_b + mirror_b):
             assert a.dtype == b.dtype and torch.equal(a, b)

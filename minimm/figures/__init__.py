@@ -5,7 +5,9 @@
 * ``priorities.png`` — the 0-100 priority line with the default hooks placed on it;
 * ``ema_timeline.png`` — whose weights the model holds around validation, and what a checkpoint
   saves, recorded from a real ``EMAHook`` run;
-* ``lr_schedules.png`` — common ``param_scheduler`` configs, stepped as the Runner steps them.
+* ``lr_schedules.png`` — common ``param_scheduler`` configs, stepped as the Runner steps them;
+* ``posthoc_profiles.png`` — the profiles of EMAs (which past weights they average) and a
+  post-hoc EMA rebuilt from snapshots, computed by ``minimm.model.posthoc_ema``.
 
 The test suite redraws them all into a temporary folder, so this command cannot rot. Neither
 MMEngine nor MMCV draws such pictures; their docs have hand-made diagrams that can drift from the
@@ -21,6 +23,7 @@ def make_all(out_dir: str) -> List[str]:
     """Draw every picture into ``out_dir``; return their paths."""
     from .ema_timeline import draw_ema_timeline, record_ema_run
     from .hook_order import mmcv_rows, mmengine_rows, save_iteration_figure, save_priority_figure
+    from .posthoc_profiles import draw_posthoc_profiles
     from .schedules import draw_schedules
     os.makedirs(out_dir, exist_ok=True)
     # EMAHook at 49, as MMDetection's configs place it: a custom hook beside the defaults.
@@ -31,7 +34,8 @@ def make_all(out_dir: str) -> List[str]:
     return [save_iteration_figure(worlds, os.path.join(out_dir, 'one_iteration.png')),
             save_priority_figure(worlds, os.path.join(out_dir, 'priorities.png')),
             draw_ema_timeline(events, os.path.join(out_dir, 'ema_timeline.png')),
-            draw_schedules(os.path.join(out_dir, 'lr_schedules.png'))]
+            draw_schedules(os.path.join(out_dir, 'lr_schedules.png')),
+            draw_posthoc_profiles(os.path.join(out_dir, 'posthoc_profiles.png'))]
 
 
 def main(argv: Optional[List[str]] = None) -> None:
