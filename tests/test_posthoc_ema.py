@@ -16,6 +16,7 @@ from minimm.model.averaged_model import power_gamma
 from minimm.model.posthoc_ema import combination, profile_dot, read_snapshots, synthesize
 from minimm.posthoc_cli import main as posthoc_main
 from minimm.registry import HOOKS
+from test_kill_resume import CONFIG as KILL_CONFIG
 from test_kill_resume import _train_and_kill
 from toy import toy_runner
 
@@ -104,12 +105,11 @@ def test_synthesize_names_bad_input(tmp_path):
     assert power_gamma(0.08) > 0
 
 
-CONFIG = textwrap.dedent("""
-    custom_imports = dict(imports=['kill_resume_toy'])
-    model = dict(type='KillTestToyModel')
-    train_dataloader = dict(batch_size=4, sampler=dict(type='DefaultSampler', shuffle=True),
-                            collate_fn=dict(type='default_collate'),
-                            dataset=dict(type='KillTestToyDataset', n=12))
+# test_kill_resume's run, with the hook and a validation set (for the sweep and `minimm test`).
+HOOKS_LINE = "custom_hooks = [dict(type='KillTestPauseHook')]"
+assert HOOKS_LINE in KILL_CONFIG
+POSTHOC = "dict(type='PostHocEMAHook', sigma_rels=(0.05, 0.10), snapshot_interval=2)"
+CONFIG = KILL_CONFIG.replace(HOOKS_LINE, f'{HOOKS_LINE[:-1]}, {POSTHOC}]') + textwrap.dedent("""
     val_dataloader = dict(batch_size=4, sampler=dict(type='DefaultSampler', shuffle=False),
                           collate_fn=dict(type='default_collate'),
                           dataset=dict(type='KillTestToyDataset', n=8))
@@ -117,11 +117,6 @@ CONFIG = textwrap.dedent("""
     val_cfg = dict()
     test_dataloader, test_evaluator, test_cfg = val_dataloader, val_evaluator, val_cfg
     train_cfg = dict(by_epoch=True, max_epochs=4, val_interval=10)
-    optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9))
-    default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=1))
-    custom_hooks = [dict(type='KillTestPauseHook'),
-                    dict(type='PostHocEMAHook', sigma_rels=(0.05, 0.10), snapshot_interval=2)]
-    randomness = dict(seed=0)
 """)
 
 

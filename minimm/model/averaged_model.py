@@ -63,6 +63,7 @@ EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
 # PowerFunctionEMA: widths up to about 0.3003 have a power-function profile (a root gamma > -1).
 SIGMA_REL_MAX = 0.3
 
+
 class BaseAveragedModel(nn.Module):
     """The shared bookkeeping of the averaged models; subclasses define :meth:`avg_func`.
 
