@@ -16,10 +16,11 @@ in bf16 with an fp32 EMA). Methods, timed in alternation in the same process (th
   source, write EMA) with the fewest instructions. For the bf16 list this is a mixed-dtype
   ``add_``, which is memory-bound on a GPU but not on a CPU: there, compare the times only.
 
-Then the multi-EMA rows (``--copies``, default K = 2 and 4, on ResNet-50's fp32 tensors): K
-averaged copies of one model updated by one :meth:`minimm.ops.EMAPlan.joint` plan (one pass: each
-source chunk read once, for every copy) against K single plans (K passes), timed in alternation;
-the bytes alone allow (4 + 8K) / 12K of the time: 0.83x for K = 2, 0.75x for K = 4.
+Then, when ``resnet50`` is among the workloads, the multi-EMA rows (``--copies``, default K = 2
+and 4, on ResNet-50's fp32 tensors): K averaged copies of one model updated by one
+:meth:`minimm.ops.EMAPlan.joint` plan (one pass: each source chunk read once, for every copy)
+against K single plans (K passes), timed in alternation; the bytes alone allow (4 + 8K) / 12K of
+the time: 0.83x for K = 2, 0.75x for K = 4.
 
 Columns: ms per update, GB/s of those bytes, the time as a multiple of the limit, and the
 speed-up over ``loop``; under each table, the fallback's speed-up over the loop and the
@@ -141,8 +142,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument('--rounds', type=int, default=None,
                         help='timed rounds per workload (default: 20 for the large lists, 200 for small)')
     parser.add_argument('--copies', type=lambda text: [int(k) for k in text.split(',') if k],
-                        default=[2, 4], help='multi-EMA rows: numbers of copies K (default 2,4; '
-                                             "'' for none)")
+                        default=[2, 4], help='multi-EMA rows (with the resnet50 workload): numbers '
+                                             "of copies K (default 2,4; '' for none)")
     add_output_options(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -160,7 +161,7 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
             if device.type == 'cuda' and any(row['method'] == 'native' for row in result):
                 print(gpu_steps(name, device))
     copies = []
-    for k in args.copies:
+    for k in args.copies if 'resnet50' in args.workloads else ():
         copies += bench_copies(k, device, args.rounds or 20)
     if copies and not args.json:
         print_copies(copies)

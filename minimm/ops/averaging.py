@@ -56,13 +56,14 @@ def _watch_assignments() -> None:
 
 def _same_tensors(lists_a, lists_b) -> bool:
     """Whether two groups of tensor lists hold the same objects, in the same order."""
-    return all(len(a) == len(b) and all(map(operator.is_, a, b)) for a, b in zip(lists_a, lists_b))
+    return len(lists_a) == len(lists_b) and all(
+        len(a) == len(b) and all(map(operator.is_, a, b)) for a, b in zip(lists_a, lists_b))
 
 
 class FusedAveraging:
     """The plan of one or more averaged models (all built from one source model) and the state
-    it needs to follow them. ``rule`` is the plan rule of the models' ``avg_func`` (see
-    :func:`minimm.ops.averaging_weight`), None for one the plan cannot run."""
+    it needs to follow them. The methods' ``rule`` is the plan rule of the models' ``avg_func``
+    (see :func:`minimm.ops.averaging_weight`), None for one the plan cannot run."""
 
     def __init__(self) -> None:
         self.plan: Optional[EMAPlan] = None

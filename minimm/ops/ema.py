@@ -315,12 +315,12 @@ class EMAPlan:
                 raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on '
                                  f'{self.device}, got {counter.dtype} with {counter.numel()} '
                                  f'elements on {counter.device}')
-        for target, (pairs, mirrored), counter in zip(self.targets, self._pairs, counters):
-            count = int(counter)  # a host read: the fallback decides in Python
+        for target, (pairs, mirrored), steps in zip(self.targets, self._pairs, counters):
+            count = int(steps)  # a host read: the fallback decides in Python
             if count == 0:
                 pairs.copy()
             elif count % target.interval == 0:
                 pairs.average(averaging_weight(target.rule, count, target.momentum, target.gamma,
                                                target.interval))
             mirrored.copy()
-            counter += 1
+            steps += 1
