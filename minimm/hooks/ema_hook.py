@@ -57,7 +57,8 @@ class EMAHook(Hook):
 
     Args:
         ema_type: the averaged-model class in ``MODELS`` (``'ExponentialMovingAverage'``,
-            ``'MomentumAnnealingEMA'``, ``'StochasticWeightAverage'``).
+            ``'MomentumAnnealingEMA'``, ``'StochasticWeightAverage'``; minimm's
+            ``'PowerFunctionEMA'``, which takes ``sigma_rel`` or ``gamma``).
         strict_load: load averaged weights from checkpoints strictly (default False, as MMEngine
             since v0.3, so checkpoints of slightly different models still load).
         begin_iter / begin_epoch: start averaging at this iteration / epoch (set at most one).
