@@ -112,11 +112,8 @@ struct EMAPlan : torch::CustomClassHolder {
   // What the table points into, kept alive until the next build: a step after `param.data = x`
   // (before refresh()) writes memory nobody else reads, never freed memory.
   std::vector<c10::Storage> table_storages;
-  // CUDA graphs: a captured step replays this table's raw pointers. The first capture of a table
-  // keeps what it points to alive here (the tensors' storages, the device table, the counter),
-  // so that a replay never writes freed memory, even after a rebuild or a rebuild's warning.
-  std::vector<c10::Storage> captured_storages;
-  bool table_captured = false;
+  // CUDA graphs: what captured steps point into, so that a replay never writes freed memory.
+  CapturedMemory captured;
 
   EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src, std::vector<at::Tensor> mirror_ema,
           std::vector<at::Tensor> mirror_src, int64_t kind, double momentum, double gamma, int64_t interval);

@@ -111,12 +111,13 @@ class BaseAveragedModel(nn.Module):
             self.module = self.module.to(device)
         if self.ema_dtype is not None:  # floating parameters and buffers only; the counter stays int64
             self.module = self.module.to(self.ema_dtype)
-        else:  # the counter sits with the averaged copy, which a plan step updates on its device
-            device = next(itertools.chain(self.module.parameters(), self.module.buffers()),
-                          torch.empty(0)).device
+        # The counter sits with the averaged copy, which a plan step updates on its device.
+        first = next(itertools.chain(self.module.parameters(), self.module.buffers()), None)
+        device = first.device if first is not None else device
         self.register_buffer('steps', torch.tensor(0, dtype=torch.long, device=device))
         self.update_buffers = update_buffers
         self._plan: Optional[EMAPlan] = None
+        self._captured_plan: Optional[EMAPlan] = None
         self._plan_source = None
         self._plan_inputs = None
         self._plan_count = -1
@@ -153,14 +154,23 @@ class BaseAveragedModel(nn.Module):
         # The plan holds native objects and a weak reference to the source model; it is rebuilt
         # on the next update, so copies and pickles of the averaged model simply drop it.
         state = self.__dict__.copy()
-        state['_plan'] = state['_plan_source'] = state['_plan_inputs'] = None
+        state['_plan'] = state['_plan_source'] = state['_plan_inputs'] = state['_captured_plan'] = None
         return state
 
     def _apply(self, fn, *args, **kwargs):
         # .to(), .half(), .cuda()... replace the module's tensors (buffers as whole objects): the
         # plan is rebuilt on the next update.
-        self._plan = None
+        self._drop_plan()
         return super()._apply(fn, *args, **kwargs)
+
+    def _drop_plan(self) -> None:
+        """Forget the plan. One whose step a CUDA graph captured holds the memory the graph
+        replays, so it is kept (the last one only) and a warning says to capture again."""
+        if self._plan is not None and self._plan.captured:
+            warnings.warn(f'{type(self).__name__}: its tensors changed after its update was captured in a CUDA '
+                          'graph; that graph still updates the old tensors, so capture it again', stacklevel=3)
+            self._captured_plan = self._plan
+        self._plan = None
 
     def _source_entries(self, model: nn.Module, names) -> Dict[str, Tensor]:
         src = self._averaged_entries(model)
@@ -222,12 +232,14 @@ class BaseAveragedModel(nn.Module):
         mirror_src = [] if self.update_buffers else list(model.buffers())
         devices = {str(t.device) for t in source + mirror_src + ema + mirror_ema} - {str(self.steps.device)}
         if devices:
-            self._plan, self._loop_reason = None, (f'tensors on {sorted(devices)} and the averaged copy\'s '
+            self._drop_plan()
+            self._loop_reason = (f'tensors on {sorted(devices)} and the averaged copy\'s '
                                                    f'counter on {self.steps.device}')
             return None
         inputs = (ema, source, mirror_ema, mirror_src)
         if self._plan is None or self._plan_source() is not model or not _same_tensors(self._plan_inputs, inputs):
             self._plan_inputs = inputs
+            self._drop_plan()
             self._plan = EMAPlan(ema, source, mirror_ema, mirror_src, rule=rule, momentum=getattr(self, 'momentum', 0.0),
                                  gamma=float(getattr(self, 'gamma', 100.0)), interval=self.interval)
             self._plan_source = weakref.ref(model)

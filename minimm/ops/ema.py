@@ -293,6 +293,12 @@ class EMAPlan:
         self._pairs, self._mirrored = _Pairs(self.ema, self.src), _Pairs(self.mirror_ema, self.mirror_src)
         return False
 
+    @property
+    def captured(self) -> bool:
+        """Whether a native step of this plan was captured in a CUDA graph that may still be
+        replayed: dropping the plan then frees memory the graph uses."""
+        return self._native is not None and self._native.captured()
+
     def step(self, steps: Tensor) -> None:
         """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device,
         read before and incremented after (as MMEngine's ``steps`` buffer)."""

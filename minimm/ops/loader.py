@@ -4,7 +4,9 @@ This file teaches how a PyTorch project ships optional C++/CUDA kernels without 
 hard dependency. The decision, in order:
 
 1. ``MINIMM_NO_EXT=1``: use the PyTorch fallback (the ``*_ref`` twins), no warning.
-2. A module prebuilt by ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
+2. ``MINIMM_EXT_LIBRARY=path``: load that library as it is (one built elsewhere, such as the
+   emulated CUDA device's build of tests/cuda_emu). Else a module prebuilt by
+   ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
 3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
    ``TORCH_EXTENSIONS_DIR`` when set, else ``<repo>/.torch_extensions`` (git-ignored) for a
    checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
@@ -218,6 +220,10 @@ def _load(required: bool) -> Tuple[str, Optional[str]]:
     """Load the native library: the prebuilt module, else a JIT build (with the CUDA kernels when
     a GPU and a toolkit are there, else, or when that build fails, without). Returns where it came
     from and why the CUDA kernels are missing, if they are; raises when nothing could be loaded."""
+    named = os.environ.get('MINIMM_EXT_LIBRARY')
+    if named:
+        torch.ops.load_library(named)
+        return f'the library named by MINIMM_EXT_LIBRARY ({named})', None
     prebuilt = _find_prebuilt()
     if prebuilt is not None:
         torch.ops.load_library(prebuilt)

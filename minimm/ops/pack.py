@@ -75,7 +75,7 @@ def _as_list(flat: Union[Tensor, Sequence[Tensor]]) -> List[Tensor]:
 
 def _scaled(values: Tensor, scale: float) -> Tensor:
     """``values * scale`` in the accumulate type (float, double for double), rounded to nearest for
-    integers; what the kernels compute."""
+    integers and clamped into their range; what the kernels compute."""
     if scale == 1.0:
         return values
     if values.dtype == torch.bool:
@@ -86,7 +86,13 @@ def _scaled(values: Tensor, scale: float) -> Tensor:
     if values.is_floating_point():
         acc = torch.float64 if values.dtype == torch.float64 else torch.float32
         return values.to(acc) * scale
-    return torch.round(values.double() * scale)
+    # Clamped into the dtype's range as the kernels do (csrc/pack.h round_into), NaN to 0; the ends
+    # of int64 are no doubles, so out-of-range values are set apart from the conversion.
+    rounded = torch.round(values.double() * scale).nan_to_num(0.0)
+    info = torch.iinfo(values.dtype)
+    low, high = rounded <= info.min, rounded >= info.max
+    result = rounded.masked_fill(low | high, 0).to(values.dtype)
+    return result.masked_fill(low, info.min).masked_fill(high, info.max)
 
 
 def _pack_group(group: List[Tensor], out: Optional[Tensor] = None) -> Tensor:
