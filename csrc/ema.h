@@ -7,8 +7,10 @@
 //     d = src - ema;   p = weight * d;   ema = ema + p
 // and rounded once to the EMA's dtype. No fused multiply-add contracts them (the CPU sources are
 // compiled with -ffp-contract=off, the CUDA kernels use the __*_rn intrinsics), so the kernels
-// give the same bits on every machine. The PyTorch fallback (minimm/ops/ema.py) is MMEngine's
-// lerp_, which may fuse; minimm/ops/ema.py states and tests how far the two may differ.
+// give the same bits on every machine for finite values (a NaN's payload may differ: a GPU's
+// half/bfloat16 conversions encode it otherwise than c10's host ones). The PyTorch fallback
+// (minimm/ops/ema.py) is MMEngine's lerp_, which may fuse; minimm/ops/ema.py states and tests
+// how far the two may differ.
 #pragma once
 
 #include <ATen/ATen.h>

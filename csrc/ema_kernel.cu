@@ -167,8 +167,9 @@ void prepare(Table& table, const at::Device& device, const char* capture_error) 
 }
 
 constexpr const char* kListCaptureError =
-    "ema_update_ cannot be captured in a CUDA graph: every call copies its table of tensors to the GPU. Capture "
-    "the step of an EMAPlan (minimm.ops.EMAPlan) instead, which uploads its table once";
+    "ema_update_ cannot be captured in a CUDA graph: every call copies its table of tensors to "
+    "the GPU. Capture the step of an EMAPlan (minimm.ops.EMAPlan) instead, which uploads its "
+    "table once";
 
 void launch(const Table& table, const WeightSource& w, int64_t* steps, cudaStream_t stream) {
   const Launch l{table.device.const_data_ptr<unsigned char>(), static_cast<int32_t>(table.rows.size()), w, steps};

@@ -29,7 +29,8 @@
 // tests/cuda_emu compiles this text as host C++ and defines both: its emulated device instead of
 // <<<>>>, and plain host memory to stage tables in.
 #ifndef MINIMM_LAUNCH
-#define MINIMM_LAUNCH(kernel, grid, threads, stream, ...) kernel<<<grid, threads, 0, stream>>>(__VA_ARGS__)
+#define MINIMM_LAUNCH(kernel, grid, threads, stream, ...) \
+  kernel<<<grid, threads, 0, stream>>>(__VA_ARGS__)
 #endif
 #ifndef MINIMM_PINNED_STAGING
 #define MINIMM_PINNED_STAGING true
@@ -121,7 +122,8 @@ unsigned int grid_for(Kernel kernel, int64_t chunks) {
   C10_CUDA_CHECK(cudaGetDevice(&device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(int64_t{sms} * per_sm, chunks)));
+  const int64_t fit = std::min<int64_t>(int64_t{sms} * per_sm, chunks);
+  return static_cast<unsigned int>(std::max<int64_t>(1, fit));
 }
 
 // Host side: copy `table` (its chunks grouped into segments already) into device memory, once per

@@ -17,8 +17,9 @@ namespace minimm {
 TableRun cuda_pack_run = nullptr;
 
 const char* const kListCaptureError =
-    "pack and unpack_ cannot be captured in a CUDA graph: every call copies its table of tensors to the GPU. "
-    "Capture the pack() and unpack_() of a PackPlan (minimm.ops.PackPlan) instead, which uploads its tables once";
+    "pack and unpack_ cannot be captured in a CUDA graph: every call copies its table of tensors "
+    "to the GPU. Capture the pack() and unpack_() of a PackPlan (minimm.ops.PackPlan) instead, "
+    "which uploads its tables once";
 
 PackLayout pack_layout(at::TensorList tensors) {
   PackLayout layout;
@@ -195,15 +196,16 @@ void PackPlan::run(bool unpack, double scale, TableRun run_table) {
   }
   Table& table = !unpack ? pack_table : scale == 1.0 ? unpack_table : scaled_table;
   if (run_table(table, device, scale,
-                "PackPlan: the first pack() or unpack_() (and the first after a tensor moved, or the first unpack_ "
-                "with a scale other than 1) copies a table to the GPU and cannot be captured in a CUDA graph; run it "
-                "once before capturing"))
+                "PackPlan: the first pack() or unpack_() (and the first after a tensor moved, or "
+                "the first unpack_ with a scale other than 1) copies a table to the GPU and cannot "
+                "be captured in a CUDA graph; run it once before capturing"))
     captured.on_capture(table_storages, {table.device.storage()});
 }
 
 namespace {
 
-std::vector<at::Tensor> pack_on(at::TensorList tensors, const at::Device& device, TableRun run_table) {
+std::vector<at::Tensor> pack_on(at::TensorList tensors, const at::Device& device,
+                                TableRun run_table) {
   check_list("pack", tensors, device, /*require_contiguous=*/false);
   const Staged staged = stage(tensors, {});
   const PackLayout layout = pack_layout(tensors);
@@ -230,7 +232,8 @@ void unpack_on(at::TensorList flats, at::TensorList tensors, double scale, const
 }  // namespace
 
 std::vector<at::Tensor> pack_with(at::TensorList tensors, TableRun run_table) {
-  return tensors.empty() ? std::vector<at::Tensor>{} : pack_on(tensors, tensors[0].device(), run_table);
+  if (tensors.empty()) return {};
+  return pack_on(tensors, tensors[0].device(), run_table);
 }
 
 void unpack_with(at::TensorList flats, at::TensorList tensors, double scale, TableRun run_table) {
@@ -255,7 +258,8 @@ const auto pack_plan_class =
           return self->flats;
         })
         .def("unpack_", [](const c10::intrusive_ptr<PackPlan>& self, double scale) {
-          if (!self->tensors.empty()) self->run(/*unpack=*/true, scale, table_run_for(self->device));
+          if (!self->tensors.empty())
+            self->run(/*unpack=*/true, scale, table_run_for(self->device));
         })
         .def("captured", [](const c10::intrusive_ptr<PackPlan>& self) {
           return self->captured.captured || !self->captured.previous.empty();

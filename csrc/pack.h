@@ -31,7 +31,8 @@ void check_flats(const char* op, at::TensorList flats, const PackLayout& layout,
 // How a table runs on one device: the CPU loop (pack.cpp) or the CUDA kernels (pack_kernel.cu,
 // which upload the table on its first run, refused with `capture_error` during a capture).
 // Returns whether the run was captured in a CUDA graph.
-using TableRun = bool (*)(Table& table, const at::Device& device, double scale, const char* capture_error);
+using TableRun = bool (*)(Table& table, const at::Device& device, double scale,
+                          const char* capture_error);
 // Set by pack_kernel.cu when the extension is built with CUDA; null in a CPU-only build.
 extern TableRun cuda_pack_run;
 TableRun table_run_for(const at::Device& device);
@@ -43,8 +44,9 @@ template <typename T>
 C10_HOST_DEVICE inline T round_into(double v) {
   const double r = nearbyint(v);
   if (r != r) return 0;
-  if (r <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-  if (r >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  constexpr T lowest = std::numeric_limits<T>::lowest(), highest = std::numeric_limits<T>::max();
+  if (r <= static_cast<double>(lowest)) return lowest;
+  if (r >= static_cast<double>(highest)) return highest;
   return static_cast<T>(r);
 }
 

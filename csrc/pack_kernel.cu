@@ -68,7 +68,8 @@ template <int K = 0>
 void launch_kind(int32_t kind, const Table& table, const Segment& s, double scale, cudaStream_t stream) {
   if constexpr (K < kKinds) {
     if (kind != K) return launch_kind<K + 1>(kind, table, s, scale, stream);
-    MINIMM_LAUNCH(pack_kernel<K>, s.blocks, kThreads, stream, table.device.const_data_ptr<unsigned char>(),
+    MINIMM_LAUNCH(pack_kernel<K>, s.blocks, kThreads, stream,
+                  table.device.const_data_ptr<unsigned char>(),
                   static_cast<int32_t>(table.rows.size()), s.first, s.count, scale);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }

@@ -99,7 +99,8 @@ struct CapturedMemory {
 
   // At a captured run of the table built over `table_storages`, which also uses `extra` (the
   // device table, a counter).
-  void on_capture(const std::vector<c10::Storage>& table_storages, std::initializer_list<c10::Storage> extra) {
+  void on_capture(const std::vector<c10::Storage>& table_storages,
+                  std::initializer_list<c10::Storage> extra) {
     if (!captured) {
       previous.clear();
       current = table_storages;
@@ -121,11 +122,12 @@ struct CapturedMemory {
 // Before a rebuild lets go of the storages the old table pointed into: on a GPU, each is recorded
 // as in use on every stream the table ran on (use_on), so that the caching allocator does not hand
 // its memory out while a step queued on one of them still reads or writes it.
-inline void record_streams(const std::vector<c10::Storage>& storages, const std::vector<c10::Stream>& streams) {
+inline void record_streams(const std::vector<c10::Storage>& storages,
+                           const std::vector<c10::Stream>& streams) {
   if (streams.empty()) return;
   for (const c10::Storage& storage : storages) {
     if (storage.device_type() != c10::DeviceType::CUDA) continue;
-    at::Tensor bytes = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(storage.device()));
+    at::Tensor bytes = at::empty({0}, at::dtype(at::kByte).device(storage.device()));
     bytes.set_(storage);
     for (const c10::Stream& stream : streams) bytes.record_stream(stream);
   }

@@ -136,7 +136,8 @@ def cmd_info(args) -> None:
           f'CUDA available: {torch.cuda.is_available()}')
     if torch.cuda.is_available():
         print(f'device: {torch.cuda.get_device_name()}')
-    print(f'native ops: {backend_info()}')
+    for device, info in backend_info().items():
+        print(f"native ops on {device}: {info['backend']} ({info['reason']})")
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
 @pytest.mark.parametrize('ema_dtype', [None, 'float32'])
 def test_a_model_off_the_cpu_gets_the_plan_not_the_loop(ema_dtype):
-    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)).to(device='meta', dtype=torch.bfloat16)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    model.to(device='meta', dtype=torch.bfloat16)
     averaged = ExponentialMovingAverage(model, momentum=0.1, ema_dtype=ema_dtype)
     assert averaged.steps.device.type == 'meta'
     assert averaged.describe(model).startswith('PyTorch plan (torch._foreach_*) on meta, 4 tensors')
@@ -21,7 +22,7 @@ def test_a_model_off_the_cpu_gets_the_plan_not_the_loop(ema_dtype):
     assert [t.dtype for t in averaged._plan.ema] == [want] * 4
 
 
-def test_a_captured_plan_is_kept_when_the_tensors_change_and_the_warning_says_to_capture_again(monkeypatch):
+def test_a_captured_plan_is_kept_when_replaced_and_a_warning_says_to_capture_again(monkeypatch):
     model = nn.Linear(3, 4)
     averaged = ExponentialMovingAverage(model, momentum=0.1)
     averaged.update_parameters(model)

@@ -14,14 +14,16 @@ from toy import random_tensor
 pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
 if not emulated_available():
-    pytest.skip('the emulated device is not loaded (tests/cuda_emu/run.sh)', allow_module_level=True)
+    pytest.skip('the emulated device is not loaded (tests/cuda_emu/run.sh)',
+                allow_module_level=True)
 
 EMU = Emulated()
 
 
 def test_a_barrier_that_half_the_threads_skip_is_an_error():
     EMU.configure()
-    with pytest.raises(RuntimeError, match=r'divergent __syncthreads\(\) in divergent_kernel block 0: 32 of 64'):
+    message = r'divergent __syncthreads\(\) in divergent_kernel block 0: 32 of 64'
+    with pytest.raises(RuntimeError, match=message):
         torch.ops.minimm_emu.selftest('divergent', torch.zeros(64, dtype=torch.long))
 
 
@@ -33,15 +35,16 @@ def test_shared_memory_holds_garbage_until_a_thread_of_the_block_writes_it():
 
 
 def test_a_grid_has_one_block_at_least():
-    EMU.configure(sms=0)  # the occupancy figures say nothing fits: still one block, not an empty grid
+    EMU.configure(sms=0)  # the occupancy figures say nothing fits: still one block, no empty grid
     plan, steps = EMU.plan([torch.zeros(3)], [torch.ones(3)], momentum=0.5), EMU.counter()
     plan.step(steps)
     assert EMU.take_log() == ['ema_kernel<0> 1 256', 'increment_kernel 1 1']
 
 
 def mixed_plan(seed):
-    """Pairs of several kinds (three launches and the increment), sizes from a scalar to many chunks."""
-    pairs = [(torch.float32, torch.float32), (torch.float32, torch.bfloat16), (torch.int64, torch.int64)]
+    """Pairs of three kinds (three launches and the increment), from a scalar to many chunks."""
+    pairs = [(torch.float32, torch.float32), (torch.float32, torch.bfloat16),
+             (torch.int64, torch.int64)]
     ema, src = [], []
     for k, (n, (e, s)) in enumerate(itertools.product((1, 1000, 9000, 70_001), pairs)):
         ema.append(random_tensor((n,), e, seed + k))
@@ -51,11 +54,13 @@ def mixed_plan(seed):
 
 @pytest.mark.parametrize('block_order,thread_order', list(itertools.product(range(3), range(3))))
 @pytest.mark.parametrize('sms,blocks_per_sm', [(1, 1), (3, 2), (1000, 4)])
-def test_any_order_and_grid_gives_the_cpu_kernels_bits(block_order, thread_order, sms, blocks_per_sm):
+def test_any_order_and_grid_gives_the_cpu_kernels_bits(block_order, thread_order, sms,
+                                                        blocks_per_sm):
     want_ema, want_src = mixed_plan(1)
     got_ema, got_src = mixed_plan(1)
     cpu = EMAPlan(want_ema, want_src, rule='anneal', momentum=0.1, gamma=5.0, backend='native')
-    EMU.configure(block_order, thread_order, seed=block_order * 3 + thread_order, sms=sms, blocks_per_sm=blocks_per_sm)
+    EMU.configure(block_order, thread_order, seed=block_order * 3 + thread_order, sms=sms,
+                  blocks_per_sm=blocks_per_sm)
     emulated = EMU.plan(got_ema, got_src, rule='anneal', momentum=0.1, gamma=5.0)
     cpu_steps, emu_steps = torch.zeros((), dtype=torch.long), EMU.counter()
     for _ in range(3):

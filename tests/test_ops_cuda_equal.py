@@ -20,7 +20,8 @@ pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
 DEVICES = available_devices()
 if not DEVICES:
-    pytest.skip('no GPU with native CUDA kernels and no emulated device (tests/cuda_emu)', allow_module_level=True)
+    pytest.skip('no GPU with native CUDA kernels and no emulated device (tests/cuda_emu)',
+                allow_module_level=True)
 
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 FLOAT_PAIRS = [(e, s) for e in FLOAT_DTYPES for s in FLOAT_DTYPES]
@@ -50,10 +51,12 @@ def host_and_device(device, dtype, seed, offset=0):
 def assert_equal(want_tensors, got_tensors, device):
     for want, got in zip(want_tensors, got_tensors):
         got = device.host(got)
-        assert torch.equal(got, want), f'{want.dtype}: {float((got.double() - want.double()).abs().max())}'
+        difference = float((got.double() - want.double()).abs().max())
+        assert torch.equal(got, want), f'{want.dtype}: {difference}'
 
 
-@pytest.mark.parametrize('ema_dtype,src_dtype', FLOAT_PAIRS + [(torch.int64, torch.int64), (torch.uint8, torch.uint8)])
+@pytest.mark.parametrize('ema_dtype,src_dtype',
+                         FLOAT_PAIRS + [(torch.int64, torch.int64), (torch.uint8, torch.uint8)])
 @pytest.mark.parametrize('rule', ['ema', 'anneal', 'swa'])
 def test_cpu_native_equals_the_device_plan(device, ema_dtype, src_dtype, rule):
     """Copy, averaging and skipped calls (interval 2) of a plan with a mirrored cast pair."""
@@ -61,11 +64,12 @@ def test_cpu_native_equals_the_device_plan(device, ema_dtype, src_dtype, rule):
     for on_device in (False, True):
         ema, src = (pair[on_device] for pair in (host_and_device(device, ema_dtype, 1),
                                                  host_and_device(device, src_dtype, 2)))
-        mirror_ema = [torch.zeros(5)]
-        mirror_src = [torch.arange(5.0).half()]
+        mirror_ema = [torch.zeros(5), torch.zeros(3, dtype=torch.long)]  # a cast, a byte copy
+        mirror_src = [torch.arange(5.0).half(), torch.arange(3)]
         kwargs = dict(rule=rule, momentum=0.3, gamma=3.0, interval=2)
         if on_device:
-            mirror_ema, mirror_src = [device.put(t) for t in mirror_ema], [device.put(t) for t in mirror_src]
+            mirror_ema = [device.put(t) for t in mirror_ema]
+            mirror_src = [device.put(t) for t in mirror_src]
             plan, steps = device.plan(ema, src, mirror_ema, mirror_src, **kwargs), device.counter()
         else:
             plan = EMAPlan(ema, src, mirror_ema, mirror_src, backend='native', **kwargs)
@@ -90,8 +94,9 @@ def test_cpu_native_equals_the_device_list_op_aligned_or_not(device, ema_dtype, 
 
 
 @pytest.mark.parametrize('offset', [0, 1])
-@pytest.mark.parametrize('ema_dtype,src_dtype', [(torch.float32, torch.float32), (torch.float32, torch.bfloat16),
-                                                 (torch.float16, torch.float16), (torch.float64, torch.float32)])
+@pytest.mark.parametrize('ema_dtype,src_dtype', [
+    (torch.float32, torch.float32), (torch.float32, torch.bfloat16), (torch.float16, torch.float16),
+    (torch.float64, torch.float32)])
 def test_a_plan_of_misaligned_views_equals_cpu_native(device, ema_dtype, src_dtype, offset):
     (ema_cpu, ema_dev), (src_cpu, src_dev) = (host_and_device(device, ema_dtype, 5, offset),
                                               host_and_device(device, src_dtype, 6, 2 * offset))
@@ -122,7 +127,8 @@ def test_cpu_native_and_the_twin_equal_the_device_pack_and_scaled_unpack(device,
 
 
 def test_integer_results_out_of_range_are_clamped(device):
-    tensors = [device.put(torch.tensor([100, 3], dtype=torch.uint8)), device.put(torch.tensor([2**30, -2**30]))]
+    tensors = [device.put(torch.tensor([100, 3], dtype=torch.uint8)),
+               device.put(torch.tensor([2**30, -2**30]))]
     device.unpack_(device.pack(tensors), tensors, -1.0)
     device.unpack_(device.pack(tensors[1:]), tensors[1:], 2.0**40)
     assert device.host(tensors[0]).tolist() == [0, 0]
@@ -131,15 +137,18 @@ def test_integer_results_out_of_range_are_clamped(device):
 
 def plan_pair(device, rule):
     """Two plans on equal copies of the same inputs, and their counters."""
-    ema, src = host_and_device(device, torch.float32, 6)[1], host_and_device(device, torch.bfloat16, 7)[1]
+    ema = host_and_device(device, torch.float32, 6)[1]
+    src = host_and_device(device, torch.bfloat16, 7)[1]
     other = [t.clone() for t in ema]
-    plans = [device.plan(e, src, rule=rule, momentum=0.2, gamma=2.0, interval=2) for e in (ema, other)]
+    plans = [device.plan(e, src, rule=rule, momentum=0.2, gamma=2.0, interval=2)
+             for e in (ema, other)]
     return plans, (ema, other), src, [device.counter() for _ in range(2)]
 
 
 @pytest.mark.parametrize('rule', ['ema', 'anneal', 'swa'])
 def test_a_graph_replay_equals_the_eager_step(device, rule):
-    (eager, captured), (eager_ema, captured_ema), src, (eager_steps, captured_steps) = plan_pair(device, rule)
+    plans, (eager_ema, captured_ema), src, (eager_steps, captured_steps) = plan_pair(device, rule)
+    eager, captured = plans
     eager.step(eager_steps)
     captured.step(captured_steps)  # the first step uploads the table, outside the capture
     with device.capture() as graph:
@@ -154,7 +163,7 @@ def test_a_graph_replay_equals_the_eager_step(device, rule):
     assert all(torch.equal(a, b) for a, b in zip(eager_ema, captured_ema))
 
 
-def test_a_plan_rebuilt_after_a_capture_keeps_the_old_graph_safe_and_holds_two_tables_at_most(device):
+def test_a_plan_rebuilt_after_a_capture_keeps_the_old_graph_safe_and_two_tables_at_most(device):
     src = [device.put(torch.full((5000,), 2.0))]
     ema = [device.put(torch.zeros(5000))]
     plan, steps = device.plan(ema, src, momentum=0.5), device.counter(1)
@@ -167,7 +176,7 @@ def test_a_plan_rebuilt_after_a_capture_keeps_the_old_graph_safe_and_holds_two_t
         src[0].data = device.put(torch.full((5000,), 4.0 + k))  # the old source may now be freed...
         with pytest.warns(UserWarning, match='capture it again'):
             assert plan.refresh()
-        old_graph.replay()  # ...but the graph still reads it: kept alive (AddressSanitizer would see)
+        old_graph.replay()  # ...but the graph still reads it: kept alive (ASan would see)
         plan.step(steps)    # uploads the new table
         with device.capture() as old_graph:
             plan.step(steps)
@@ -181,7 +190,8 @@ def test_a_plan_rebuilt_after_a_capture_keeps_the_old_graph_safe_and_holds_two_t
 
 
 def test_a_pack_plan_graph_replay_equals_eager_and_survives_a_rebuild(device):
-    tensors = host_and_device(device, torch.float32, 8)[1] + host_and_device(device, torch.int64, 9)[1]
+    tensors = (host_and_device(device, torch.float32, 8)[1]
+               + host_and_device(device, torch.int64, 9)[1])
     tensors = [t.clone() for t in tensors]  # contiguous from offset 0
     plan = device.pack_plan(tensors)
     plan.pack()
@@ -208,7 +218,8 @@ def test_the_list_ops_cannot_be_captured_and_say_what_can(device):
     device.ema_update_(ema, src, 0.5)
     device.pack(src)
     flats = device.pack(src)
-    for call, hint in ((lambda: device.ema_update_(ema, src, 0.5), 'Capture the step of an EMAPlan'),
+    for call, hint in ((lambda: device.ema_update_(ema, src, 0.5),
+                        'Capture the step of an EMAPlan'),
                        (lambda: device.pack(src), 'of a PackPlan'),
                        (lambda: device.unpack_(flats, src, 0.5), 'of a PackPlan')):
         with pytest.raises(RuntimeError, match=hint):
@@ -216,7 +227,7 @@ def test_the_list_ops_cannot_be_captured_and_say_what_can(device):
                 call()
 
 
-# ---- only a GPU: streams and the caching allocator, copies seen by the profiler -------------------
+# ---- only a GPU: streams and the caching allocator, copies seen by the profiler ----------------
 
 def gpu_only(device):
     if device.name != 'cuda':

@@ -154,7 +154,8 @@ class BaseAveragedModel(nn.Module):
         # The plan holds native objects and a weak reference to the source model; it is rebuilt
         # on the next update, so copies and pickles of the averaged model simply drop it.
         state = self.__dict__.copy()
-        state['_plan'] = state['_plan_source'] = state['_plan_inputs'] = state['_captured_plan'] = None
+        state['_plan'] = state['_plan_source'] = state['_plan_inputs'] = None
+        state['_captured_plan'] = None
         return state
 
     def _apply(self, fn, *args, **kwargs):
@@ -167,8 +168,9 @@ class BaseAveragedModel(nn.Module):
         """Forget the plan. One whose step a CUDA graph captured holds the memory the graph
         replays, so it is kept (the last one only) and a warning says to capture again."""
         if self._plan is not None and self._plan.captured:
-            warnings.warn(f'{type(self).__name__}: its tensors changed after its update was captured in a CUDA '
-                          'graph; that graph still updates the old tensors, so capture it again', stacklevel=3)
+            warnings.warn(f'{type(self).__name__}: its tensors changed after its update was '
+                          'captured in a CUDA graph; that graph still updates the old tensors, so '
+                          'capture it again', stacklevel=3)
             self._captured_plan = self._plan
         self._plan = None
 

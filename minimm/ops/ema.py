@@ -13,7 +13,8 @@ This file teaches the two ways minimm runs the averaging step of an averaged mod
 
 Two backends, two roundings. The native kernels compute ``d = src - ema``, ``p = weight * d``,
 ``ema + p`` as three separately rounded operations in float (double for a double EMA) and round
-once to the EMA's dtype: the same bits on every machine. The PyTorch fallback (the ``*_ref``
+once to the EMA's dtype: the same bits on every machine for finite values (a NaN's payload may
+differ between a GPU and the CPU). The PyTorch fallback (the ``*_ref``
 functions and the ``backend='ref'`` plan) is MMEngine's own arithmetic, ``lerp_``, run as one
 ``torch._foreach_lerp_`` call per dtype: one pass over memory and no temporaries, where the
 three-rounding formula in ``_foreach_*`` ops would take three passes and a full-size temporary.

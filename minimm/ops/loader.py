@@ -7,9 +7,12 @@ hard dependency. The decision, in order:
 2. ``MINIMM_EXT_LIBRARY=path``: load that library as it is (one built elsewhere, such as the
    emulated CUDA device's build of tests/cuda_emu). Else a module prebuilt by
    ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
-3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
-   ``TORCH_EXTENSIONS_DIR`` when set, else ``<repo>/.torch_extensions`` (git-ignored) for a
-   checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
+3. A JIT build of the C++/CUDA sources with ``torch.utils.cpp_extension.load`` and ninja: the
+   sources are ``minimm/csrc/`` in an installed package (``pip install .`` and wheels carry them,
+   see setup.py) or ``csrc/`` in a checkout. Cached in ``TORCH_EXTENSIONS_DIR`` when set, else
+   ``<repo>/.torch_extensions`` (git-ignored) for a checkout, else the user's cache,
+   ``~/.cache/minimm/torch_extensions`` (never ``site-packages``, which may be read-only).
+   The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
    A cached build whose key (sources, headers, flags, torch and Python versions) still matches is
    loaded as it is, without ninja or a compiler; anything else prints a "compiling" line first.
    The build runs the ninja of the ``ninja`` Python package (a dependency) whatever the PATH says.
@@ -41,7 +44,9 @@ logger = logging.getLogger('minimm')
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(PACKAGE_DIR)
-CSRC_DIR = os.path.join(REPO_DIR, 'csrc')
+# An installed package carries its own copy of the sources (setup.py); a checkout has csrc/.
+PACKAGED_CSRC_DIR = os.path.join(PACKAGE_DIR, 'csrc')
+CSRC_DIR = PACKAGED_CSRC_DIR if os.path.isdir(PACKAGED_CSRC_DIR) else os.path.join(REPO_DIR, 'csrc')
 CPU_SOURCES = ['ema.cpp', 'pack.cpp']
 CUDA_SOURCES = ['ema_kernel.cu', 'pack_kernel.cu']
 HEADERS = ['checks.h', 'table.h', 'ema.h', 'pack.h', 'multi_tensor_apply.cuh']  # a change rebuilds the JIT module
@@ -110,11 +115,14 @@ def _cuda_toolkit() -> Optional[str]:
 
 def _build_directory(name: str) -> str:
     """``TORCH_EXTENSIONS_DIR/<name>`` when that is set, else ``<repo>/.torch_extensions/<name>``
-    in a checkout (git-ignored), else ``~/.cache/torch_extensions/<name>``."""
+    in a checkout (git-ignored), else ``<user cache>/minimm/torch_extensions/<name>``."""
     root = os.environ.get('TORCH_EXTENSIONS_DIR')
     if root is None:
-        checkout = os.path.exists(os.path.join(REPO_DIR, '.git'))
-        root = os.path.join(REPO_DIR, '.torch_extensions') if checkout else os.path.expanduser('~/.cache/torch_extensions')
+        if CSRC_DIR != PACKAGED_CSRC_DIR and os.path.exists(os.path.join(REPO_DIR, '.git')):
+            root = os.path.join(REPO_DIR, '.torch_extensions')
+        else:
+            cache = os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache')
+            root = os.path.join(cache, 'minimm', 'torch_extensions')
     path = os.path.join(root, name)
     os.makedirs(path, exist_ok=True)
     return path
@@ -229,18 +237,24 @@ def _load(required: bool) -> Tuple[str, Optional[str]]:
         torch.ops.load_library(prebuilt)
         return f'prebuilt module {prebuilt}', None
     if not os.path.exists(os.path.join(CSRC_DIR, CPU_SOURCES[0])):
-        raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (install with pip install -e .)')
+        raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (reinstall minimm: '
+                           'pip install .)')
     toolkit = _cuda_toolkit()
     cuda_failure = None
     if toolkit is not None:
         os.environ.setdefault('CUDA_HOME', toolkit)
         try:
-            return f'JIT build in {_jit_build(with_cuda=True)}', None
+            return f'{_sources_words()}, JIT-built into {_jit_build(with_cuda=True)}', None
         except Exception as error:  # the CPU kernels may still build: try them alone
             if required:
                 raise
             cuda_failure = f'the CUDA build failed ({_reason(error)})'
-    return f'JIT build in {_jit_build(with_cuda=False)}', cuda_failure
+    return f'{_sources_words()}, JIT-built into {_jit_build(with_cuda=False)}', cuda_failure
+
+
+def _sources_words() -> str:
+    where = 'the installed package' if CSRC_DIR == PACKAGED_CSRC_DIR else 'the checkout'
+    return f'the C++ sources of {where} ({CSRC_DIR})'
 
 
 def _decide(policy: Policy) -> _Decision:
@@ -290,7 +304,8 @@ def native_for(device: torch.device) -> bool:
 
 def backend_info() -> Dict[str, Dict[str, str]]:
     """Per device type, which backend the ops use and why, e.g.
-    ``{'cpu': {'backend': 'native', 'reason': 'JIT build in ...'}, 'cuda': {...}}``."""
+    ``{'cpu': {'backend': 'native', 'reason': 'the C++ sources of ..., JIT-built into ...'},
+    'cuda': {...}}``."""
     decision = _get()
     return {device: {'backend': decision.devices[device], 'reason': decision.reasons[device]}
             for device in ('cpu', 'cuda')}

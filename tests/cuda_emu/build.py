@@ -15,9 +15,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CSRC = os.path.join(REPO, 'csrc')
-SOURCES = [os.path.join(CSRC, 'ema.cpp'), os.path.join(CSRC, 'pack.cpp'),  # the classes first: the
-           os.path.join(HERE, 'emulator.cpp'),                               # ops' schemas name them
-           os.path.join(HERE, 'ema_device.cpp'), os.path.join(HERE, 'pack_device.cpp')]
+# The plans' classes first: the device files' methods take them.
+SOURCES = [os.path.join(CSRC, 'ema.cpp'), os.path.join(CSRC, 'pack.cpp')] + [
+    os.path.join(HERE, name) for name in ('emulator.cpp', 'ema_device.cpp', 'pack_device.cpp')]
 # Every error is fatal (a UBSan report aborts the process); vptr checks need RTTI of torch's
 # classes, which its libraries do not export.
 SANITIZE = ['-fsanitize=address,undefined', '-fno-sanitize=vptr', '-fno-sanitize-recover=all']
@@ -38,8 +38,9 @@ def build(coverage: bool) -> str:
     flags = optimise + ['-g', '-ffp-contract=off', '-fopenmp', '-Wno-unknown-pragmas'] + SANITIZE
     cpp_extension.load(name=name, sources=SOURCES, extra_cflags=flags,
                        extra_ldflags=SANITIZE + ['-fopenmp'] + (['--coverage'] if coverage else []),
-                       extra_include_paths=[os.path.join(HERE, 'shim'), CSRC], build_directory=directory,
-                       is_python_module=False, with_cuda=False, verbose=False)
+                       extra_include_paths=[os.path.join(HERE, 'shim'), CSRC],
+                       build_directory=directory, is_python_module=False, with_cuda=False,
+                       verbose=False)
     return os.path.join(directory, name + '.so')
 
 

@@ -148,7 +148,8 @@ def available_devices():
     """The devices this process can test: a GPU with native CUDA kernels, the emulated device."""
     devices = []
     info = backend_info()
-    if torch.cuda.is_available() and info['cuda']['backend'] == 'native' and info['cpu']['backend'] == 'native':
+    native = info['cuda']['backend'] == info['cpu']['backend'] == 'native'
+    if torch.cuda.is_available() and native:
         devices.append(CUDA())
     if emulated_available():
         devices.append(Emulated())

@@ -12,8 +12,10 @@ struct EMAPlanStep : torch::CustomClassHolder {};
 const auto ema_plan_step_class =
     torch::class_<EMAPlanStep>("minimm_emu", "EMAPlanStep")
         .def(torch::init<>())
-        .def("step", [](const c10::intrusive_ptr<EMAPlanStep>&, const c10::intrusive_ptr<EMAPlan>& plan,
-                        const at::Tensor& steps) { plan_step_cuda(*plan, steps); });
+        .def("step", [](const c10::intrusive_ptr<EMAPlanStep>&,
+                        const c10::intrusive_ptr<EMAPlan>& plan, const at::Tensor& steps) {
+          plan_step_cuda(*plan, steps);
+        });
 }  // namespace
 }  // namespace minimm
 

@@ -144,21 +144,21 @@ void run_block(const Launch& launch) {
     if (waiting == 0) return;
     for (unsigned t = 0; t < n; ++t)
       TORCH_CHECK(threads[t].state == kAtBarrier && threads[t].barriers == threads[0].barriers,
-                  "emulated device: divergent __syncthreads() in ", launch.name, " block ", blockIdx.x, ": ",
-                  waiting, " of ", n, " threads wait at a barrier, thread ", t,
+                  "emulated device: divergent __syncthreads() in ", launch.name, " block ",
+                  blockIdx.x, ": ", waiting, " of ", n, " threads wait at a barrier, thread ", t,
                   threads[t].state == kDone ? " has returned" : " waits at another one");
     for (unsigned t = 0; t < n; ++t) threads[t].state = kRunning;
   }
 }
 
 void run(const Launch& launch) {
-  TORCH_CHECK(launch.grid.x >= 1 && launch.grid.x <= 2147483647u && launch.grid.y >= 1 && launch.grid.y <= 65535 &&
-                  launch.grid.z >= 1 && launch.grid.z <= 65535,
-              "emulated device: invalid grid ", launch.grid.x, " x ", launch.grid.y, " x ", launch.grid.z, " for ",
-              launch.name);
-  TORCH_CHECK(launch.threads.x >= 1 && launch.threads.x <= 1024 && launch.threads.y == 1 && launch.threads.z == 1,
-              "emulated device: invalid block of ", launch.threads.x, " threads for ", launch.name);
-  log.push_back(launch.name + " " + std::to_string(launch.grid.x) + " " + std::to_string(launch.threads.x));
+  const dim3 g = launch.grid, t = launch.threads;
+  TORCH_CHECK(g.x >= 1 && g.x <= 2147483647u && g.y >= 1 && g.y <= 65535 && g.z >= 1 &&
+                  g.z <= 65535,
+              "emulated device: invalid grid ", g.x, " x ", g.y, " x ", g.z, " for ", launch.name);
+  TORCH_CHECK(t.x >= 1 && t.x <= 1024 && t.y == 1 && t.z == 1,
+              "emulated device: invalid block of ", t.x, " threads for ", launch.name);
+  log.push_back(launch.name + " " + std::to_string(g.x) + " " + std::to_string(t.x));
   gridDim = launch.grid;
   blockDim = launch.threads;
   for (unsigned b : in_order(launch.grid.x, settings.block_order)) {
@@ -210,15 +210,19 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
   return cudaSuccess;
 }
 cudaError_t cudaGetLastError() { return cudaSuccess; }
-const char* cudaGetErrorString(cudaError_t error) { return error == cudaSuccess ? "no error" : "emulated error"; }
+const char* cudaGetErrorString(cudaError_t error) {
+  return error == cudaSuccess ? "no error" : "emulated error";
+}
 
 // ---- the ops the tests steer it with ---------------------------------------------------------
 namespace {
 
-void configure(int64_t block_order, int64_t thread_order, int64_t seed, int64_t sms, int64_t blocks_per_sm) {
+void configure(int64_t block_order, int64_t thread_order, int64_t seed, int64_t sms,
+               int64_t blocks_per_sm) {
   TORCH_CHECK_VALUE(block_order >= 0 && block_order <= 2 && thread_order >= 0 && thread_order <= 2,
                     "orders are 0 (forward), 1 (reverse) or 2 (shuffled)");
-  emu::settings = {block_order, thread_order, sms, blocks_per_sm, std::mt19937(static_cast<unsigned>(seed))};
+  emu::settings = {block_order, thread_order, sms, blocks_per_sm,
+                   std::mt19937(static_cast<unsigned>(seed))};
   emu::log.clear();
 }
 
@@ -236,15 +240,17 @@ int64_t capture_end() {
   return static_cast<int64_t>(emu::graphs.size()) - 1;
 }
 
-void replay(int64_t graph) {
-  TORCH_CHECK_VALUE(graph >= 0 && graph < static_cast<int64_t>(emu::graphs.size()), "no graph ", graph);
-  for (const emu::Launch& l : emu::graphs[graph]) emu::run(l);
+std::vector<emu::Launch>& graph_of(int64_t graph) {
+  TORCH_CHECK_VALUE(graph >= 0 && graph < static_cast<int64_t>(emu::graphs.size()), "no graph ",
+                    graph);
+  return emu::graphs[graph];
 }
 
-void reset_graph(int64_t graph) {
-  TORCH_CHECK_VALUE(graph >= 0 && graph < static_cast<int64_t>(emu::graphs.size()), "no graph ", graph);
-  emu::graphs[graph].clear();
+void replay(int64_t graph) {
+  for (const emu::Launch& l : graph_of(graph)) emu::run(l);
 }
+
+void reset_graph(int64_t graph) { graph_of(graph).clear(); }
 
 std::vector<std::string> take_log() { return std::exchange(emu::log, {}); }
 
@@ -274,7 +280,8 @@ void run_selftest(const std::string& which, at::Tensor out) {
 }  // namespace
 
 TORCH_LIBRARY(minimm_emu, m) {
-  m.def("configure(int block_order, int thread_order, int seed, int sms, int blocks_per_sm) -> ()", &configure);
+  m.def("configure(int block_order, int thread_order, int seed, int sms, int blocks_per_sm) -> ()",
+        &configure);
   m.def("capture_begin() -> ()", &capture_begin);
   m.def("capture_end() -> int", &capture_end);
   m.def("replay(int graph) -> ()", &replay);

@@ -8,8 +8,8 @@ struct PackPlanRun : torch::CustomClassHolder {};
 const auto pack_plan_run_class =
     torch::class_<PackPlanRun>("minimm_emu", "PackPlanRun")
         .def(torch::init<>())
-        .def("run", [](const c10::intrusive_ptr<PackPlanRun>&, const c10::intrusive_ptr<PackPlan>& plan, bool unpack,
-                       double scale) {
+        .def("run", [](const c10::intrusive_ptr<PackPlanRun>&,
+                       const c10::intrusive_ptr<PackPlan>& plan, bool unpack, double scale) {
           if (!plan->tensors.empty()) plan->run(unpack, scale, &pack_run_cuda);
         });
 }  // namespace

@@ -7,11 +7,14 @@ cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
 # The sanitizers' runtimes must be loaded before anything else in the (uninstrumented) interpreter.
 preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 start=$SECONDS
-library=$(LD_PRELOAD=$preload "$PYTHON" tests/cuda_emu/build.py 2> >(grep -v 'swapcontext\|No CUDA runtime' >&2) | tail -1)
+library=$(LD_PRELOAD=$preload "$PYTHON" tests/cuda_emu/build.py \
+    2> >(grep -v 'swapcontext\|No CUDA runtime' >&2) | tail -1)
 echo "emulated device built in $((SECONDS - start)) s: $library"
-# One thread: the CPU kernels under test then run as the emulator does, and the lane stays on its core.
+# One thread: the CPU kernels then run as the emulator does, and the lane keeps to one core.
 LD_PRELOAD=$preload MINIMM_EXT_LIBRARY=$library OMP_NUM_THREADS=1 \
-    "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_cuda_emu.py tests/test_ops_cuda_equal.py "$@" \
+    "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_cuda_emu.py tests/test_ops_cuda_equal.py \
+    "$@" \
     2> >(grep -v 'swapcontext' >&2)

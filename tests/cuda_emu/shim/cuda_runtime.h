@@ -58,13 +58,13 @@ enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device);
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* kernel, int threads,
-                                                          size_t shared_bytes);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* kernel,
+                                                          int threads, size_t shared_bytes);
 template <typename... P>
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void (*kernel)(P...), int threads,
-                                                          size_t shared_bytes) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reinterpret_cast<const void*>(kernel), threads,
-                                                       shared_bytes);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void (*kernel)(P...),
+                                                          int threads, size_t shared_bytes) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      blocks, reinterpret_cast<const void*>(kernel), threads, shared_bytes);
 }
 cudaError_t cudaGetLastError();
 const char* cudaGetErrorString(cudaError_t error);

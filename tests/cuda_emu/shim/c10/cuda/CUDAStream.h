@@ -9,7 +9,9 @@ namespace cuda {
 class CUDAStream {
  public:
   operator cudaStream_t() const { return nullptr; }
-  c10::Stream unwrap() const { return c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::DeviceType::CPU)); }
+  c10::Stream unwrap() const {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::DeviceType::CPU));
+  }
 };
 
 inline CUDAStream getCurrentCUDAStream(c10::DeviceIndex = -1) { return CUDAStream(); }
