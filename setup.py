@@ -19,7 +19,6 @@ Building CUDA on a machine without a GPU needs ``CUDA_HOME`` (the toolkit root) 
 the loader, so the JIT and ahead-of-time builds cannot drift apart.
 """
 import os
-
 import shutil
 
 from setuptools import find_packages, setup
@@ -33,7 +32,7 @@ class BuildPyWithSources(build_py):
 
     def run(self):
         super().run()
-        if not self.editable_mode:  # an editable install reads csrc/ from the checkout
+        if not getattr(self, 'editable_mode', False):  # an editable install reads csrc/ itself
             target = os.path.join(self.build_lib, 'minimm', 'csrc')
             shutil.copytree(os.path.join(HERE, 'csrc'), target, dirs_exist_ok=True)
 
@@ -52,7 +51,8 @@ def _with_cuda() -> bool:
 
 
 def ext_modules_and_cmdclass():
-    """``([extension], {'build_ext': ...})`` when MINIMM_BUILD_EXT=1, else nothing to build."""
+    """``([extension], {'build_ext': ..., 'build_py': ...})`` when MINIMM_BUILD_EXT=1, else no
+    extension and only the build_py that copies the sources."""
     if os.environ.get('MINIMM_BUILD_EXT') != '1':
         return [], {'build_py': BuildPyWithSources}
     from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension

@@ -9,9 +9,9 @@
 // usually one or two kinds (fp32, or an fp32 EMA of bf16 weights and int64 counters), so one or
 // two launches. The grid fills the GPU once (as many blocks as the occupancy API says fit on all
 // SMs at once, never more than the segment's chunks), and block b takes chunks b, b + gridDim.x,
-// ... of its segment. In a chunk, thread k
-// loads vectors k, k + 256, k + 512, k + 768 of both sides before it computes any of them (16
-// bytes each, of the wider dtype of a pair), then stores them. A chunk whose start is not aligned
+// ... of its segment. In a chunk, thread k loads vectors k, k + 256, k + 512, k + 768 of both
+// sides before it computes any of them (16 bytes each, of the wider dtype of a pair), then stores
+// them. A chunk whose start is not aligned
 // for such vectors on both sides runs element by element.
 #pragma once
 

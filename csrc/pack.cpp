@@ -103,8 +103,8 @@ void scale_segment(const Row& r, int64_t first, int64_t n, double scale) {
   T* dst = static_cast<T*>(r.dst) + first;
   const T* src = static_cast<const T*>(r.src) + first;
   if constexpr (std::is_integral_v<T>) {
-    // Round to nearest (ties to even): a SUM of integer buffers times 1/world_size is never
-    // truncated toward zero as MMEngine's true_divide + copy_ does.
+    // Round to nearest (ties to even), clamped (pack.h): a SUM of integer buffers times
+    // 1/world_size is never truncated toward zero as MMEngine's true_divide + copy_ does.
     for (int64_t k = 0; k < n; ++k) dst[k] = round_into<T>(static_cast<double>(src[k]) * scale);
   } else {
     using A = acc_t<T>;

@@ -26,7 +26,9 @@ if not DEVICES:
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 FLOAT_PAIRS = [(e, s) for e in FLOAT_DTYPES for s in FLOAT_DTYPES]
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
-SIZES = (1, 33, 4099, 70_001)  # a scalar tail, a partial vector, several chunks
+# A scalar tail, a partial vector, a chunk whose vectors do not fill a round of its block (3001:
+# one thread's last vector is the chunk's last), several chunks.
+SIZES = (1, 33, 3001, 4099, 70_001)
 
 
 @pytest.fixture(params=DEVICES, ids=[d.name for d in DEVICES])

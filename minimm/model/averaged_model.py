@@ -236,7 +236,7 @@ class BaseAveragedModel(nn.Module):
         if devices:
             self._drop_plan()
             self._loop_reason = (f'tensors on {sorted(devices)} and the averaged copy\'s '
-                                                   f'counter on {self.steps.device}')
+                                 f'counter on {self.steps.device}')
             return None
         inputs = (ema, source, mirror_ema, mirror_src)
         if self._plan is None or self._plan_source() is not model or not _same_tensors(self._plan_inputs, inputs):

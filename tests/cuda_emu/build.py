@@ -15,7 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CSRC = os.path.join(REPO, 'csrc')
-# The plans' classes first: the device files' methods take them.
+# The plans' classes first: the emulator's methods take them.
 SOURCES = [os.path.join(CSRC, 'ema.cpp'), os.path.join(CSRC, 'pack.cpp')] + [
     os.path.join(HERE, name) for name in ('emulator.cpp', 'ema_device.cpp', 'pack_device.cpp')]
 # Every error is fatal (a UBSan report aborts the process); vptr checks need RTTI of torch's

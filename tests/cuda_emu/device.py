@@ -62,18 +62,18 @@ class CUDA:
 
 class _EmulatedEMAPlan(EMAPlan):
     def step(self, steps):
-        torch.classes.minimm_emu.EMAPlanStep().step(self._native, steps)
+        torch.classes.minimm_emu.Plans().ema_step(self._native, steps)
 
 
 class _EmulatedPackPlan(PackPlan):
     def pack(self) -> List[torch.Tensor]:
         for plan in self._native.values():
-            torch.classes.minimm_emu.PackPlanRun().run(plan, False, 1.0)
+            torch.classes.minimm_emu.Plans().pack_run(plan, False, 1.0)
         return self.flats
 
     def unpack_(self, scale=1.0):
         for plan in self._native.values():
-            torch.classes.minimm_emu.PackPlanRun().run(plan, True, float(scale))
+            torch.classes.minimm_emu.Plans().pack_run(plan, True, float(scale))
 
 
 class Emulated:

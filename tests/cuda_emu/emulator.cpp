@@ -16,6 +16,8 @@
 #include <random>
 #include <vector>
 
+#include "ema.h"
+#include "pack.h"
 #include "shim/cuda_runtime.h"
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -276,6 +278,24 @@ void run_selftest(const std::string& which, at::Tensor out) {
   else if (which == "shared") MINIMM_LAUNCH(unwritten_shared_kernel, 2, 32, nullptr, p);
   else TORCH_CHECK_VALUE(false, "no self-test ", which);
 }
+
+// The plans on the emulated device, through the hooks the .cu files set (ema.h, pack.h): a plan
+// of CPU tensors runs the CUDA code. Methods of a class, as the plans' own are: unlike an op's,
+// their C++ warnings reach Python as warnings.
+struct Plans : torch::CustomClassHolder {};
+using PlansPtr = c10::intrusive_ptr<Plans>;
+using EMAPlanPtr = c10::intrusive_ptr<minimm::EMAPlan>;
+using PackPlanPtr = c10::intrusive_ptr<minimm::PackPlan>;
+
+const auto plans_class =
+    torch::class_<Plans>("minimm_emu", "Plans")
+        .def(torch::init<>())
+        .def("ema_step", [](const PlansPtr&, const EMAPlanPtr& plan, const at::Tensor& steps) {
+          minimm::cuda_plan_step(*plan, steps);
+        })
+        .def("pack_run", [](const PlansPtr&, const PackPlanPtr& plan, bool unpack, double scale) {
+          if (!plan->tensors.empty()) plan->run(unpack, scale, minimm::cuda_pack_run);
+        });
 
 }  // namespace
 

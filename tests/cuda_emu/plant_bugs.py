@@ -2,7 +2,8 @@
 and runs the emulated-device lane on each: every one should be caught. Not run by CI (one to
 three minutes a bug on two cores); rerun it after changing a kernel, and add a line for a new one.
 
-    python tests/cuda_emu/plant_bugs.py [SCRATCH_DIR]      (prints one line per bug)
+    python tests/cuda_emu/plant_bugs.py [SCRATCH_DIR [NAME...]]   (one line per bug; NAME: only
+                                                                 the bugs whose names hold it)
 """
 import os
 import re
@@ -87,7 +88,7 @@ def caught_by(output: str) -> str:
     return ''
 
 
-def main(scratch: str) -> int:
+def main(scratch: str, names) -> int:
     copy = os.path.join(scratch, 'repo')
     shutil.rmtree(copy, ignore_errors=True)
     leave_out = shutil.ignore_patterns('.git', '.venv*', '.torch_extensions', '__pycache__')
@@ -95,6 +96,8 @@ def main(scratch: str) -> int:
     env = dict(os.environ, TORCH_EXTENSIONS_DIR=os.path.join(scratch, 'ext'), PYTHON=sys.executable)
     missed = 0
     for name, path, text, replacement in BUGS:
+        if names and not any(n in name for n in names):
+            continue
         target = os.path.join(copy, path)
         with open(target) as f:
             original = f.read()
@@ -113,4 +116,4 @@ def main(scratch: str) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else '/tmp/minimm_plant_bugs'))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else '/tmp/minimm_plant_bugs', sys.argv[2:]))
