@@ -11,7 +11,8 @@ library=$(LD_PRELOAD=$preload "$PYTHON" tests/cuda_emu/build.py --coverage 2>/de
 objects=$(dirname "$library")
 rm -f "$objects"/*.gcda
 LD_PRELOAD=$preload MINIMM_EXT_LIBRARY=$library OMP_NUM_THREADS=1 \
-    "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_cuda_emu.py tests/test_ops_cuda_equal.py \
+    "$PYTHON" -m pytest -q -p no:cacheprovider --capture=sys \
+    tests/test_cuda_emu.py tests/test_ops_cuda_equal.py \
     2>/dev/null | tail -1
 cd "$objects"
 gcov -o . ema_device.o pack_device.o 2>/dev/null \

@@ -95,7 +95,7 @@ def main(scratch: str, names) -> int:
     shutil.copytree(REPO, copy, ignore=leave_out)
     env = dict(os.environ, TORCH_EXTENSIONS_DIR=os.path.join(scratch, 'ext'), PYTHON=sys.executable)
     missed = 0
-    for name, path, text, replacement in BUGS:
+    for index, (name, path, text, replacement) in enumerate(BUGS):
         if names and not any(n in name for n in names):
             continue
         target = os.path.join(copy, path)
@@ -108,9 +108,12 @@ def main(scratch: str, names) -> int:
                              capture_output=True, text=True)
         with open(target, 'w') as f:
             f.write(original)
-        how = caught_by(run.stdout + run.stderr) if run.returncode else ''
-        missed += not how
-        verdict = f'caught: {how}' if how else 'NOT CAUGHT'
+        log = os.path.join(scratch, f'bug{index:02d}.log')
+        with open(log, 'w') as f:
+            f.write(run.stdout + run.stderr)
+        missed += run.returncode == 0
+        how = caught_by(run.stdout + run.stderr) or f'exit code {run.returncode}, see {log}'
+        verdict = f'caught: {how}' if run.returncode else 'NOT CAUGHT'
         print(f'{name:<52} {path.split("/")[-1]:<24} {verdict}', flush=True)
     return 1 if missed else 0
 

@@ -14,7 +14,10 @@ library=$(LD_PRELOAD=$preload "$PYTHON" tests/cuda_emu/build.py \
     2> >(grep -v 'swapcontext\|No CUDA runtime' >&2) | tail -1)
 echo "emulated device built in $((SECONDS - start)) s: $library"
 # One thread: the CPU kernels then run as the emulator does, and the lane keeps to one core.
+# --capture=sys: a sanitizer writes its report to file descriptor 2 and ends the process, so
+# pytest must not hold that descriptor (its default capture would swallow the report).
 LD_PRELOAD=$preload MINIMM_EXT_LIBRARY=$library OMP_NUM_THREADS=1 \
-    "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_cuda_emu.py tests/test_ops_cuda_equal.py \
+    "$PYTHON" -m pytest -q -p no:cacheprovider --capture=sys \
+    tests/test_cuda_emu.py tests/test_ops_cuda_equal.py \
     "$@" \
     2> >(grep -v 'swapcontext' >&2)
