@@ -189,7 +189,7 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     from torch.nn.parallel import DataParallel, DistributedDataParallel
 
     from .registry import MODEL_WRAPPERS
-    from .registry.utils import walk
+    from .registry.lookup import walk
     wrappers = (DataParallel, DistributedDataParallel,
                 *(cls for node in walk(MODEL_WRAPPERS) for cls in node.module_dict.values()))
     return model.module if isinstance(model, wrappers) else model

@@ -3,7 +3,8 @@
 PyTorch calls a fake kernel instead of the real one for tensors without data: the ``meta``
 device, ``FakeTensor`` s under ``torch.compile`` and ``torch.library.opcheck``. Each one runs the
 same checks as the PyTorch twins, so a call mixing CPU and ``meta`` tensors fails with the same
-ValueError on every backend. The loader registers them once the native ops are loaded.
+ValueError on every backend. They are registered once the native ops are loaded (this module
+puts ``register`` in ``loader.when_loaded``; ``ops/__init__.py`` imports it).
 The plans (``EMAPlan``, ``PackPlan``) are TorchScript classes whose methods run the kernels
 directly, outside the dispatcher; they have no fake kernels.
 """
@@ -12,6 +13,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from . import loader
 from .ema import _check_pairs
 from .pack import _groups, layout
 
@@ -48,3 +50,5 @@ def register() -> None:
     torch.library.register_fake('minimm::unpack_', _unpack_fake)
     _registered = True
 
+
+loader.when_loaded.append(register)

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -86,6 +86,9 @@ class _Decision(NamedTuple):
 
 _lock = threading.Lock()
 _decision: Optional[_Decision] = None
+# Called once the native library is loaded. fake.py adds the registration of its fake kernels
+# (it imports the twins, which import this module, so this module does not import it).
+when_loaded: List[Callable[[], None]] = []
 
 
 def _find_prebuilt() -> Optional[str]:
@@ -249,8 +252,8 @@ def _decide(policy: Policy) -> _Decision:
             raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
         warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
         return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
-    from . import fake  # imported here: it imports the twins, which import this module
-    fake.register()
+    for register in when_loaded:
+        register()
     has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
     if has_cuda:
         cuda = ('native', where)

@@ -34,7 +34,10 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .utils import import_object, import_scope_registry, not_found_message
+from ..utils.misc import import_object
+from .build_functions import build_from_cfg
+from .default_scope import DefaultScope, registry_for_scope
+from .lookup import import_scope_registry, not_found_message
 
 # minimm stands in for two libraries; its own registries answer to the scope names that the
 # configs of those libraries' users name (``default_scope='mmengine'``).
@@ -72,8 +75,6 @@ class Registry:
         if parent is not None:
             parent._add_child(self)
         if build_func is None:
-            # Imported here, as MMEngine does: build_functions.py imports this file.
-            from .build_functions import build_from_cfg
             build_func = build_from_cfg if parent is None else parent.build_func
         self.build_func = build_func
 
@@ -187,7 +188,6 @@ class Registry:
     def switch_scope_and_registry(self, scope: Optional[str]):
         """Make ``scope`` the default scope (``None``: keep the current one) for the ``with``
         block, and give the registry of the tree that serves it (this one if none does)."""
-        from .default_scope import DefaultScope, registry_for_scope
         with DefaultScope.overwrite_default_scope(scope):
             current = DefaultScope.get_current_instance()
             yield self if current is None else registry_for_scope(self, current.scope_name)
