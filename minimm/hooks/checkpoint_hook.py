@@ -40,10 +40,11 @@ from .metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_M
                            infer_rule)
 
 
-def _key_list(keys, name: str) -> Optional[List[str]]:
-    """None, or ``keys`` (a str or a sequence of distinct str) as a list."""
+def _key_list(keys, name: str, default: Optional[List[str]] = None) -> Optional[List[str]]:
+    """``default`` when ``keys`` is None, else ``keys`` (a str or a sequence of distinct str) as
+    a list."""
     if keys is None:
-        return None
+        return default
     keys = [keys] if isinstance(keys, str) else keys
     if not (isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys)):
         raise TypeError(f'{name} should be None, a str or a sequence of str, but got {keys!r}')
@@ -104,23 +105,14 @@ class CheckpointHook(Hook):
         if self.save_best is not None and len(rules) not in (1, len(self.save_best)):
             raise ValueError('rule must be one rule or one per save_best key, '
                              f'but got {len(rules)} rules for {len(self.save_best)} keys')
-        self.greater_keys = self._as_keys(greater_keys, self._default_greater_keys)
-        self.less_keys = self._as_keys(less_keys, self._default_less_keys)
+        self.greater_keys = _key_list(greater_keys, 'greater_keys', self._default_greater_keys)
+        self.less_keys = _key_list(less_keys, 'less_keys', self._default_less_keys)
 
         self.is_better_than: Dict[str, callable] = {}
         if self.save_best is not None:
             self._init_rule(rules, self.save_best)
             self.best_ckpt_path_dict: Dict[str, Optional[str]] = {}
         self.last_ckpt: Optional[str] = None
-
-    @staticmethod
-    def _as_keys(keys, default: List[str]) -> List[str]:
-        if keys is None:
-            return default
-        keys = [keys] if isinstance(keys, str) else list(keys)
-        if not all(isinstance(k, str) for k in keys):
-            raise TypeError(f'metric keys must be strings, but got {keys!r}')
-        return keys
 
     def _init_rule(self, rules: list, key_indicators: List[str]) -> None:
         """Pick 'greater' or 'less' per key: the given rule, else ``infer_rule`` from its name."""
