@@ -22,6 +22,7 @@ import platform
 import shutil
 import warnings
 from abc import ABCMeta, abstractmethod
+from contextlib import contextmanager
 
 import torch
 from torch.optim import Optimizer
@@ -29,6 +30,7 @@ from torch.optim import Optimizer
 from .checkpoint import load_checkpoint, save_checkpoint
 from .dist_utils import get_dist_info
 from .hooks import HOOKS, Hook
+from .hooks.schedule import for_each_group
 from .log_buffer import LogBuffer
 from .parallel import is_module_wrapper
 from .priority import Priority, get_priority
@@ -154,6 +156,7 @@ class BaseRunner(metaclass=ABCMeta):
     def hooks(self):  # in calling order
         return self._hooks
 
+    # MMCV's read-only counters, each over its private attribute (the API: hooks read them).
     @property
     def epoch(self):
         return self._epoch
@@ -177,20 +180,38 @@ class BaseRunner(metaclass=ABCMeta):
     # -- what each runner implements ---------------------------------------------------------
     @abstractmethod
     def train(self):
-        pass
+        """Train on a data loader: one epoch (EpochBasedRunner) or one iteration."""
 
     @abstractmethod
     def val(self):
-        pass
+        """Validate on a data loader, in the same steps as ``train``, without moving ``iter``."""
 
     @abstractmethod
     def run(self, data_loaders, workflow, **kwargs):
-        pass
+        """Run the ``(phase, count)`` entries of ``workflow`` in turn until training is done."""
 
     @abstractmethod
     def save_checkpoint(self, out_dir, filename_tmpl, save_optimizer=True, meta=None,
                         create_symlink=True):
-        pass
+        """Write the model (and optimizer) state under ``out_dir``."""
+
+    # -- what train() and val() share ---------------------------------------------------------
+    def _enter_phase(self, mode, data_loader):
+        """Say which phase runs, on which loader (hooks read ``runner.mode`` and
+        ``runner.data_loader``), with the model in the matching train or eval mode."""
+        if mode == 'train':
+            self.model.train()
+        else:
+            self.model.eval()
+        self.mode = mode
+        self.data_loader = data_loader
+
+    @contextmanager
+    def _holding(self, data_batch):
+        """``runner.data_batch`` for the hooks of one iteration; gone once it ends, as in MMCV."""
+        self.data_batch = data_batch
+        yield data_batch
+        del self.data_batch
 
     # -- what both run() methods do first ----------------------------------------------------
     def _check_workflow(self, data_loaders, workflow):
@@ -222,21 +243,18 @@ class BaseRunner(metaclass=ABCMeta):
         self.outputs = outputs
 
     # -- lr and momentum, as logger hooks print them -----------------------------------------
-    def _per_param_group(self, read, what):
-        """``read(group)`` of every param group: a list, or a dict of lists for a dict of
-        optimizers."""
-        if isinstance(self.optimizer, Optimizer):
-            return [read(group) for group in self.optimizer.param_groups]
-        if isinstance(self.optimizer, dict):
-            return {name: [read(group) for group in optim.param_groups]
-                    for name, optim in self.optimizer.items()}
-        raise RuntimeError(f'{what} is not applicable because optimizer does not exist.')
+    def _for_each_group(self, read, what):
+        """``read(group)`` of every param group (``for_each_group``): a list, or a dict of lists
+        for a dict of optimizers; MMCV's error without an optimizer."""
+        if not isinstance(self.optimizer, (Optimizer, dict)):
+            raise RuntimeError(f'{what} is not applicable because optimizer does not exist.')
+        return for_each_group(self.optimizer, read)
 
     def current_lr(self):
-        return self._per_param_group(lambda group: group['lr'], 'lr')
+        return self._for_each_group(lambda group: group['lr'], 'lr')
 
     def current_momentum(self):
-        return self._per_param_group(_group_momentum, 'momentum')
+        return self._for_each_group(_group_momentum, 'momentum')
 
     # -- hooks -------------------------------------------------------------------------------
     def register_hook(self, hook, priority='NORMAL'):
