@@ -155,20 +155,23 @@ class CheckpointHook(Hook):
             self.keep_ckpt_ids: deque = deque(keep_ckpt_ids, self.max_keep_ckpts)
 
     def after_train_epoch(self, runner) -> None:
-        if not self.by_epoch:
-            return
-        if self.every_n_epochs(runner, self.interval, self.save_begin) or (
-                self.save_last and self.is_last_train_epoch(runner)):
+        if self.by_epoch and self._due(runner):
             runner.logger.info(f'Saving checkpoint at {runner.epoch + 1} epochs')
             self._save_checkpoint(runner)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
-        if self.by_epoch:
-            return
-        if self.every_n_train_iters(runner, self.interval, self.save_begin) or (
-                self.save_last and self.is_last_train_iter(runner)):
+        if not self.by_epoch and self._due(runner):
             runner.logger.info(f'Saving checkpoint at {runner.iter + 1} iterations')
             self._save_checkpoint(runner)
+
+    def _due(self, runner) -> bool:
+        """Whether the epoch (``by_epoch``) or iteration ending now gets a checkpoint: each
+        ``interval``-th one from ``save_begin`` on, and the last one when ``save_last``."""
+        if self.by_epoch:
+            every, last = self.every_n_epochs, self.is_last_train_epoch
+        else:
+            every, last = self.every_n_train_iters, self.is_last_train_iter
+        return every(runner, self.interval, self.save_begin) or (self.save_last and last(runner))
 
     def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
         if not metrics:
@@ -204,13 +207,10 @@ class CheckpointHook(Hook):
 
     # ------------------------------------------------------------------ saving
     def _save_checkpoint(self, runner) -> None:
-        if self.by_epoch:
-            step = runner.epoch + 1
-            meta = dict(epoch=step, iter=runner.iter)
-        else:
-            step = runner.iter + 1
-            meta = dict(epoch=runner.epoch, iter=step)
-        self._save_checkpoint_with_step(runner, step, meta)
+        meta = dict(epoch=runner.epoch, iter=runner.iter)
+        unit = 'epoch' if self.by_epoch else 'iter'
+        meta[unit] += 1  # the epoch (or iteration) ending now counts as done; it names the file
+        self._save_checkpoint_with_step(runner, meta[unit], meta)
 
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
         # The ids to keep are updated first, so the new checkpoint records them; the file that
