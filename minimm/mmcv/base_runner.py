@@ -2,8 +2,8 @@
 
 Read this file in three parts:
 
-1. the state a hook reads: ``model``, ``optimizer``, ``work_dir``, ``meta``, ``log_buffer``, ``mode``
-   and the counters ``epoch``, ``iter``, ``inner_iter`` (0-based), ``max_epochs``, ``max_iters``;
+1. the state a hook reads: ``model``, ``optimizer``, ``work_dir``, ``meta``, ``log_buffer``,
+   ``mode`` and the counters ``epoch``, ``iter``, ``inner_iter`` (0-based), ``max_epochs``, ``max_iters``;
 2. the hooks: ``register_hook`` keeps them sorted by priority, ``call_hook`` runs one stage of all
    of them, ``get_hook_info`` prints who runs where;
 3. ``register_training_hooks``: one ``register_*_hook`` per config key of an MMCV config
@@ -74,9 +74,7 @@ def _group_momentum(group):
     """SGD keeps ``momentum``; Adam-like optimizers keep it as ``betas[0]``; others have none."""
     if 'momentum' in group:
         return group['momentum']
-    if 'betas' in group:
-        return group['betas'][0]
-    return 0
+    return group['betas'][0] if 'betas' in group else 0
 
 
 def _hook_from_policy(config, suffix):
@@ -108,16 +106,12 @@ class BaseRunner(metaclass=ABCMeta):
                  meta=None, max_iters=None, max_epochs=None):
         _check_step_function(model, batch_processor)
         _check_optimizer(optimizer)
-        type_checks = [
-            (isinstance(logger, logging.Logger),  # None too is refused, despite the default
-             f'logger must be a logging.Logger object, but got {type(logger)}'),
-            (meta is None or isinstance(meta, dict),
-             f'meta must be a dict or None, but got {type(meta)}'),
-            (work_dir is None or isinstance(work_dir, str), '"work_dir" must be a str or None'),
-        ]
-        for passed, message in type_checks:
-            if not passed:
-                raise TypeError(message)
+        if not isinstance(logger, logging.Logger):  # None too is refused, despite the default
+            raise TypeError(f'logger must be a logging.Logger object, but got {type(logger)}')
+        if not (meta is None or isinstance(meta, dict)):
+            raise TypeError(f'meta must be a dict or None, but got {type(meta)}')
+        if not (work_dir is None or isinstance(work_dir, str)):
+            raise TypeError('"work_dir" must be a str or None')
         if max_epochs is not None and max_iters is not None:
             raise ValueError('Only one of `max_epochs` or `max_iters` can be set.')
 
@@ -126,9 +120,8 @@ class BaseRunner(metaclass=ABCMeta):
         self.optimizer = optimizer
         self.logger = logger
         self.meta = meta  # the caller's dict itself: hooks keep their notes in meta['hook_msgs']
-        self.work_dir = None
-        if work_dir is not None:
-            self.work_dir = osp.abspath(work_dir)
+        self.work_dir = None if work_dir is None else osp.abspath(work_dir)
+        if self.work_dir is not None:
             os.makedirs(self.work_dir, exist_ok=True)
         self._model_name = type(getattr(model, 'module', model)).__name__
         self._rank, self._world_size = get_dist_info()
@@ -139,7 +132,7 @@ class BaseRunner(metaclass=ABCMeta):
         self._max_epochs, self._max_iters = max_epochs, max_iters
         self.log_buffer = LogBuffer()
 
-    # -- read-only views of the state --------------------------------------------------------
+    # -- read-only views of the state (the API: hooks read each over its private attribute) ---
     @property
     def model_name(self):
         return self._model_name
@@ -156,7 +149,6 @@ class BaseRunner(metaclass=ABCMeta):
     def hooks(self):  # in calling order
         return self._hooks
 
-    # MMCV's read-only counters, each over its private attribute (the API: hooks read them).
     @property
     def epoch(self):
         return self._epoch
@@ -199,10 +191,7 @@ class BaseRunner(metaclass=ABCMeta):
     def _enter_phase(self, mode, data_loader):
         """Say which phase runs, on which loader (hooks read ``runner.mode`` and
         ``runner.data_loader``), with the model in the matching train or eval mode."""
-        if mode == 'train':
-            self.model.train()
-        else:
-            self.model.eval()
+        self.model.train(mode == 'train')  # train(False) is what eval() does
         self.mode = mode
         self.data_loader = data_loader
 
