@@ -37,7 +37,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from ..utils.misc import import_object
 from .build_functions import build_from_cfg
 from .default_scope import DefaultScope, registry_for_scope
-from .lookup import import_scope_registry, not_found_message
+from .lookup import import_scope_registry, not_found_message, walk
 
 # minimm stands in for two libraries; its own registries answer to the scope names that the
 # configs of those libraries' users name (``default_scope='mmengine'``).
@@ -129,14 +129,9 @@ class Registry:
         return root
 
     def _search_child(self, scope: str) -> Optional['Registry']:
-        """The registry of ``scope`` in the subtree below (and including) this one."""
-        if self._scope == scope:
-            return self
-        for child in self._children.values():
-            found = child._search_child(scope)
-            if found is not None:
-                return found
-        return None
+        """The registry of ``scope`` in the subtree below (and including) this one: the first one
+        that ``walk`` meets, parents before children."""
+        return next((node for node in walk(self) if node._scope == scope), None)
 
     def _registry_of_scope(self, scope: str) -> Optional['Registry']:
         """The registry of ``scope`` in this tree, after importing ``{scope}.registry`` if the
