@@ -4,8 +4,9 @@
   minimm module one of its ``import`` statements names, wherever the statement stands. A
   statement at module level (also inside an ``if``/``try``/class body there) runs while the module
   is imported, so it also points at each package above the named module that the importer is not
-  inside (Python runs those packages' ``__init__`` first). A statement inside a function runs
-  later, once every package is loaded: it points at the named module only. ``if TYPE_CHECKING:``
+  inside (Python runs those packages' ``__init__`` first); a name taken from a package the
+  importer sits in (``from . import helper``) points at that package. A statement inside a
+  function runs later, once every package is loaded: it points at the named modules only. ``if TYPE_CHECKING:``
   blocks never run and are not read. Any cycle in this graph fails, lazy imports included: an
   import moved into a function to dodge a cycle still leaves it in the graph.
 * **At import time**, in a fresh interpreter: every minimm module is imported, and each import
@@ -52,14 +53,17 @@ def _import_statements(tree: ast.AST):
     yield from visit(tree, True)
 
 
-def _named_modules(node, package: List[str]) -> Set[str]:
+def _named_modules(node, package: List[str], modules) -> Set[str]:
+    """The modules an import statement names: ``from p import a, b`` names ``p.a`` and ``p.b``
+    where those are modules, and ``p`` itself where one of them is a name defined in ``p``."""
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names}
     base = node.module
     if node.level:
         above = package[:len(package) - node.level + 1]
         base = '.'.join(above + ([node.module] if node.module else []))
-    return {base} | {f'{base}.{alias.name}' for alias in node.names}
+    submodules = {f'{base}.{alias.name}' for alias in node.names} & set(modules)
+    return submodules | ({base} if len(submodules) < len(node.names) else set())
 
 
 def module_graph(modules: Dict[str, str]) -> Dict[str, Set[str]]:
@@ -68,16 +72,17 @@ def module_graph(modules: Dict[str, str]) -> Dict[str, Set[str]]:
         package = name.split('.') if path.endswith('__init__.py') else name.split('.')[:-1]
         with open(path, encoding='utf-8') as f:
             tree = ast.parse(f.read(), path)
-        targets = set()
+        named, above = set(), set()
         for node, at_import in _import_statements(tree):
-            for target in _named_modules(node, package):
-                if target in modules:  # else a name inside a module, or not minimm
-                    parts = target.split('.')
-                    targets.add(target)
-                    targets.update('.'.join(parts[:depth])
-                                   for depth in (range(1, len(parts)) if at_import else ()))
-        # A package the importer sits in is being initialised already: no arrow.
-        graph[name] = {t for t in targets if not (name == t or name.startswith(t + '.'))}
+            for target in _named_modules(node, package, modules) & set(modules):
+                named.add(target)
+                parts = target.split('.')
+                above.update('.'.join(parts[:depth])
+                             for depth in (range(1, len(parts)) if at_import else ()))
+        # The packages a module sits in are being initialised already when it runs: only a name
+        # it takes from one of them (``from . import helper``) makes an arrow to it.
+        above = {t for t in above if not name.startswith(t + '.')}
+        graph[name] = (named | above) - {name}
     return graph
 
 
@@ -129,6 +134,8 @@ def test_the_graph_reads_lazy_and_package_imports():
     assert 'minimm.logging' not in graph['minimm.registry.default_scope']
     assert {'minimm.utils.misc', 'minimm.utils'} <= graph['minimm.config.dump']
     assert 'minimm.config' not in graph['minimm.config.dump']
+    # A name taken from the package a module sits in: plot/lr.py's drawing helpers.
+    assert 'minimm.plot' in graph['minimm.plot.lr']
     assert 'minimm.registry.registry' not in graph['minimm.registry.build_functions']
 
 
