@@ -11,5 +11,5 @@ from .ema import EMAPlan, averaging_weight, ema_update_, ema_update_ref
 from .loader import backend_info
 from .pack import PackPlan, pack, pack_ref, unpack_, unpack_ref
 
-__all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'averaging_weight', 'pack', 'pack_ref', 'unpack_',
-           'unpack_ref', 'PackPlan', 'backend_info', 'distinct']
+__all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'averaging_weight', 'pack', 'pack_ref',
+           'unpack_', 'unpack_ref', 'PackPlan', 'backend_info', 'distinct']

@@ -23,17 +23,19 @@ _registered = False
 def _check_one_device(name: str, tensors: Sequence[Tensor]) -> None:
     devices = {t.device for t in tensors}
     if len(devices) > 1:
-        raise ValueError(f'{name}: the tensors are on {sorted(map(str, devices))}; all tensors of one call '
-                         'must share a device')
+        raise ValueError(f'{name}: the tensors are on {sorted(map(str, devices))}; all tensors of '
+                         'one call must share a device')
 
 
-def _ema_update_fake(ema: List[Tensor], src: List[Tensor], weight_tensor: Optional[Tensor], weight: float) -> None:
+def _ema_update_fake(ema: List[Tensor], src: List[Tensor], weight_tensor: Optional[Tensor],
+                     weight: float) -> None:
     _check_pairs('ema_update_', ema, src)
 
 
 def _pack_fake(tensors: List[Tensor]) -> List[Tensor]:
     _check_one_device('pack', tensors)
-    return [tensors[g[0]].new_empty(layout([tensors[i] for i in g])[1]) for g in _groups(tensors).values()]
+    return [tensors[g[0]].new_empty(layout([tensors[i] for i in g])[1])
+            for g in _groups(tensors).values()]
 
 
 def _unpack_fake(flats: List[Tensor], tensors: List[Tensor], scale: float) -> None:
