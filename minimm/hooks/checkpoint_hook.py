@@ -13,8 +13,9 @@ still knows which old files to delete and which score to beat.
   new one and ``last_checkpoint`` are written (MMEngine deletes first, so a failed save could
   leave no checkpoint at all).
 * ``save_best``: after each validation, a metric (``'auto'`` = the first one; a list for several)
-  better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when not
-  given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the previous best.
+  better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when
+  not given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the
+  previous best.
   The latest periodic checkpoint is then re-saved so the new best score is recorded in it.
 * ``published_keys``: after training, the last and the best checkpoints are re-saved with only
   these top-level keys (e.g. ``['meta', 'state_dict']``, to share a model without optimizer
@@ -243,7 +244,8 @@ class CheckpointHook(Hook):
         meta = dict(epoch=runner.epoch, iter=runner.iter)
         if 'auto' in self.key_indicators:
             self._init_rule(self.rules, [next(iter(metrics))])
-            self.best_ckpt_path_dict = {self.key_indicators[0]: self.best_ckpt_path_dict.get('auto')}
+            self.best_ckpt_path_dict = {
+                self.key_indicators[0]: self.best_ckpt_path_dict.get('auto')}
 
         hub = runner.message_hub
         single = len(self.key_indicators) == 1

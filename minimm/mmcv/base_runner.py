@@ -3,7 +3,8 @@
 Read this file in three parts:
 
 1. the state a hook reads: ``model``, ``optimizer``, ``work_dir``, ``meta``, ``log_buffer``,
-   ``mode`` and the counters ``epoch``, ``iter``, ``inner_iter`` (0-based), ``max_epochs``, ``max_iters``;
+   ``mode`` and the counters ``epoch``, ``iter``, ``inner_iter`` (0-based), ``max_epochs``,
+   ``max_iters``;
 2. the hooks: ``register_hook`` keeps them sorted by priority, ``call_hook`` runs one stage of all
    of them, ``get_hook_info`` prints who runs where;
 3. ``register_training_hooks``: one ``register_*_hook`` per config key of an MMCV config

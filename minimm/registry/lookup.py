@@ -3,9 +3,9 @@ of a package (``{scope}.registry``), walk the registry tree, and say what went w
 import difflib
 import importlib
 
-CUSTOM_IMPORT_HINT = ("If it is a custom module, make sure the file that registers it is imported: "
-                      "add `custom_imports = dict(imports=['my_package.my_module'])` to the config, "
-                      "or import it before building the runner.")
+CUSTOM_IMPORT_HINT = ("If it is a custom module, make sure the file that registers it is "
+                      "imported: add `custom_imports = dict(imports=['my_package.my_module'])` "
+                      "to the config, or import it before building the runner.")
 
 
 def walk(registry) -> list:

@@ -92,7 +92,7 @@ class Registry:
 
     @staticmethod
     def split_scope_key(key: str) -> Tuple[Optional[str], str]:
-        """``'mydet.RetinaNet'`` -> ``('mydet', 'RetinaNet')``; ``'RetinaNet'`` -> ``(None, ...)``."""
+        """``'mydet.RetinaNet'`` -> ``('mydet', 'RetinaNet')``; ``'RetinaNet'``: ``(None, ...)``."""
         scope, dot, rest = key.partition('.')
         return (scope, rest) if dot else (None, key)
 

@@ -14,7 +14,8 @@ __all__ = ['traverse_registry_tree', 'count_registered_modules']
 
 def traverse_registry_tree(registry, verbose: bool = True) -> List[dict]:
     """One entry per registry of ``registry``'s tree, root first, whatever node you pass:
-    ``scope``, ``registry`` (its name), ``num_modules`` and ``modules`` (name -> defining module)."""
+    ``scope``, ``registry`` (its name), ``num_modules`` and ``modules`` (name -> the module that
+    defines it)."""
     # Here, and from the module: the logging package imports the registries to register in them.
     from ..logging.logger import print_log
     result = []

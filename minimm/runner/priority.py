@@ -1,7 +1,7 @@
 """Hook priorities: a lower number runs earlier.
 
-The nine named levels and ``get_priority`` are exactly MMEngine's (and MMCV's). A hook's priority may
-be given as a ``Priority`` member, its name in any case (``'Lowest'``), or an int in [0, 100].
+The nine named levels and ``get_priority`` are exactly MMEngine's (and MMCV's). A hook's priority
+may be given as a ``Priority`` member, its name in any case (``'Lowest'``), or an int in [0, 100].
 Hooks of equal priority run in the order they were registered (see ``Runner.register_hook``).
 """
 from enum import Enum

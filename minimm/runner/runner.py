@@ -74,7 +74,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         model: an ``nn.Module`` (usually a ``BaseModel``) or a MODELS config dict.
         work_dir: where checkpoints, logs and the dumped config go.
         train_dataloader / val_dataloader / test_dataloader: ``DataLoader`` objects or dicts with
-            ``dataset``, ``sampler``, ``batch_size``, ``collate_fn``... (see ``dataset/builder.py``).
+            ``dataset``, ``sampler``, ``batch_size``, ``collate_fn``... (``dataset/builder.py``).
         train_cfg: e.g. ``dict(by_epoch=True, max_epochs=4, val_interval=1)`` or a loop ``type``.
         val_cfg / test_cfg: ``dict()`` for the default ValLoop/TestLoop.
         optim_wrapper: e.g. ``dict(optimizer=dict(type='SGD', lr=0.1))``.

@@ -16,5 +16,5 @@ from .progressbar import ProgressBar
 from .version_utils import digit_version
 
 __all__ = ['ManagerMixin', 'import_object', 'is_str', 'is_seq_of', 'is_list_of', 'is_tuple_of',
-           'is_method_overridden', 'check_file_exist', 'is_filepath', 'mkdir_or_exist', 'scandir', 'ProgressBar',
-           'digit_version']
+           'is_method_overridden', 'check_file_exist', 'is_filepath', 'mkdir_or_exist', 'scandir',
+           'ProgressBar', 'digit_version']

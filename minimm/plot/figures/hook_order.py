@@ -13,14 +13,17 @@ from ...runner.priority import Priority, get_priority
 
 # What the model's train_step does in each world; the MMCV optimizer step lives in a hook.
 TRAIN_STEP = {
-    'MMEngine': 'model.train_step(\n  data, optim_wrapper)\n\nforward, loss,\nbackward and\noptimizer step:\nall done here',
-    'MMCV 1.x': 'model.train_step(\n  data, optimizer)\n\nforward and loss\nonly: backward and\nstep come later,\nin OptimizerHook',
+    'MMEngine': ('model.train_step(\n  data, optim_wrapper)\n\nforward, loss,\nbackward and\n'
+                 'optimizer step:\nall done here'),
+    'MMCV 1.x': ('model.train_step(\n  data, optimizer)\n\nforward and loss\nonly: backward and\n'
+                 'step come later,\nin OptimizerHook'),
 }
 NOTES = {'OptimizerHook': 'backward + optimizer step', 'ParamSchedulerHook': 'steps LR schedule',
          'LrUpdaterHook': "sets this iteration's LR", 'EMAHook': 'averages the new weights',
          # MMCV's EvalHook acts in before_train_iter only once (the `start` evaluation).
          'EvalHook': {
-             'before_train_iter': 'once, at the first iteration,\nif by_epoch=False and start is set',
+             'before_train_iter': ('once, at the first iteration,\n'
+                                   'if by_epoch=False and start is set'),
              'after_train_iter': 'evaluates every interval\niterations if by_epoch=False'}}
 COLOURS = {'MMEngine': '#4c72b0', 'MMCV 1.x': '#dd8452'}
 
