@@ -210,6 +210,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     # ------------------------------------------------------------------ computed attributes
     @property
     def model_name(self) -> str:
+        """The class name of the model inside any DDP or MMEngine wrapper."""
         return type(unwrap_model(self.model)).__name__
 
     # MMEngine's read-only properties over private attributes that code reaches for by name.
@@ -219,16 +220,19 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @property
     def log_dir(self) -> str:
+        """``work_dir/timestamp``: the run's log file, its dumped config and ``vis_data``."""
         return self._log_dir
 
     # As MMEngine: 0 without train_cfg; otherwise reading a counter builds the train loop,
     # so max_epochs/max_iters are right even in a hook of a val() or test() run.
     @property
     def epoch(self) -> int:
+        """Epochs done (the one running counts from 0)."""
         return 0 if self._train_loop is None else self.train_loop.epoch
 
     @property
     def iter(self) -> int:
+        """Iterations done, over all epochs: what the hooks' intervals count."""
         return 0 if self._train_loop is None else self.train_loop.iter
 
     @property
@@ -237,6 +241,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @property
     def max_iters(self) -> int:
+        """For an epoch-based loop, ``max_epochs`` times the dataloader's length."""
         return 0 if self._train_loop is None else self.train_loop.max_iters
 
     @property
@@ -267,6 +272,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @property
     def val_dataloader(self):
+        """The val loop's dataloader (an error without a val_cfg: there is no loop to ask)."""
         return self.val_loop.dataloader
 
     @property
@@ -275,6 +281,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @property
     def val_interval(self):
+        """Epochs (or iterations) between validations; ``dynamic_intervals`` may change it."""
         return self.train_loop.val_interval
 
     @property
