@@ -65,7 +65,8 @@ class Hook:
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Called with a loaded checkpoint dict before the runner applies it."""
 
-    # Epoch stages: the three modes funnel into _before_epoch / _after_epoch.
+    # Epoch stages: the three modes funnel into _before_epoch / _after_epoch. These funnels, and
+    # the stage methods' signatures, are the API hooks override: they keep MMEngine's shape.
     def before_train_epoch(self, runner) -> None:
         self._before_epoch(runner, mode='train')
 

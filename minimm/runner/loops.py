@@ -124,6 +124,7 @@ class EpochBasedTrainLoop(BaseTrainLoop):
         return self.runner.model
 
     def run_epoch(self) -> None:
+        # The stages' order here is the API hooks rely on, so it has MMEngine's shape.
         self.runner.call_hook('before_train_epoch')
         self.runner.model.train()
         for idx, data_batch in enumerate(self.dataloader):

@@ -9,7 +9,8 @@ from typing import Union
 
 
 class Priority(Enum):
-    """Named hook priority levels."""
+    """Named hook priority levels (the nine names and values are the API: configs and hooks name
+    them, so this table has MMEngine's shape)."""
 
     HIGHEST = 0
     VERY_HIGH = 10
