@@ -171,8 +171,9 @@ class _InfiniteDataloaderIterator:
         and drops them. Before the first batch is drawn, a sampler that can start part-way is
         moved there instead and nothing is loaded (``start_dataloader_at``, beside the
         samplers)."""
-        epoch = None if self._iterator is not None else start_dataloader_at(self._dataloader,
-                                                                              num_batches)
+        epoch = None
+        if self._iterator is None:
+            epoch = start_dataloader_at(self._dataloader, num_batches)
         if epoch is None:
             for _ in range(num_batches):
                 next(self)
