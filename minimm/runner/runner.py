@@ -227,12 +227,10 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     # so max_epochs/max_iters are right even in a hook of a val() or test() run.
     @property
     def epoch(self) -> int:
-        """Epochs done (the one running counts from 0)."""
         return 0 if self._train_loop is None else self.train_loop.epoch
 
     @property
     def iter(self) -> int:
-        """Iterations done, over all epochs: what the hooks' intervals count."""
         return 0 if self._train_loop is None else self.train_loop.iter
 
     @property
@@ -241,7 +239,6 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @property
     def max_iters(self) -> int:
-        """For an epoch-based loop, ``max_epochs`` times the dataloader's length."""
         return 0 if self._train_loop is None else self.train_loop.max_iters
 
     @property
@@ -272,7 +269,6 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @property
     def val_dataloader(self):
-        """The val loop's dataloader (an error without a val_cfg: there is no loop to ask)."""
         return self.val_loop.dataloader
 
     @property
