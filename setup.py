@@ -1,6 +1,11 @@
 """Install minimm.
 
-    pip install -e .            # pure Python; the native extension is JIT-built on first use
+    pip install -e .            # from a checkout; the native extension is JIT-built on first use
+    pip install .               # or a wheel (pip wheel . -w dist): the same, from the package
+
+The C++/CUDA sources travel with the package (``minimm/csrc/`` in a wheel or an install, copied
+there by ``build_py`` below), so every kind of install JIT-builds the same extension on first use,
+into the user's cache (see minimm/ops/loader.py), never into site-packages.
 
 The native ops can also be built ahead of time into ``minimm/_C*.so`` (the loader in
 minimm/ops/loader.py tries it before a JIT build):
@@ -14,10 +19,22 @@ Building CUDA on a machine without a GPU needs ``CUDA_HOME`` (the toolkit root) 
 the loader, so the JIT and ahead-of-time builds cannot drift apart.
 """
 import os
+import shutil
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class BuildPyWithSources(build_py):
+    """build_py, plus a copy of csrc/ as minimm/csrc/: the loader's JIT build finds it there."""
+
+    def run(self):
+        super().run()
+        if not getattr(self, 'editable_mode', False):  # an editable install reads csrc/ itself
+            target = os.path.join(self.build_lib, 'minimm', 'csrc')
+            shutil.copytree(os.path.join(HERE, 'csrc'), target, dirs_exist_ok=True)
 
 
 def _with_cuda() -> bool:
@@ -34,9 +51,10 @@ def _with_cuda() -> bool:
 
 
 def ext_modules_and_cmdclass():
-    """``([extension], {'build_ext': ...})`` when MINIMM_BUILD_EXT=1, else nothing to build."""
+    """``([extension], {'build_ext': ..., 'build_py': ...})`` when MINIMM_BUILD_EXT=1, else no
+    extension and only the build_py that copies the sources."""
     if os.environ.get('MINIMM_BUILD_EXT') != '1':
-        return [], {}
+        return [], {'build_py': BuildPyWithSources}
     from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
     from minimm.ops.loader import build_settings
@@ -46,7 +64,7 @@ def ext_modules_and_cmdclass():
     compile_args = {'cxx': settings['extra_cflags'], 'nvcc': settings['extra_cuda_cflags']}
     make = CUDAExtension if with_cuda else CppExtension
     extension = make('minimm._C', sources=sources, extra_compile_args=compile_args)
-    return [extension], {'build_ext': BuildExtension}
+    return [extension], {'build_ext': BuildExtension, 'build_py': BuildPyWithSources}
 
 
 ext_modules, cmdclass = ext_modules_and_cmdclass()

@@ -122,6 +122,7 @@ void EMAPlan::rebuild() {
   written.insert(written.end(), mirror_ema.begin(), mirror_ema.end());
   read.insert(read.end(), mirror_read.begin(), mirror_read.end());
   check_no_overlap("EMAPlan", written, read);
+  record_streams(table_storages, table.streams);
   table = Table();
   add_rows(table, ema, src, /*mirrored=*/false, targets);
   add_rows(table, mirror_ema, mirror_src, /*mirrored=*/true, targets);
@@ -131,10 +132,9 @@ void EMAPlan::rebuild() {
     seen.push_back(place_of(impl));
     table_storages.push_back(impl->storage());
   }
-  if (table_captured)
+  if (captured.on_rebuild())
     TORCH_WARN("EMAPlan: a tensor of this plan moved (param.data = ..., .to(), ...) after a step was captured in a "
                "CUDA graph; a replay of that graph keeps updating the memory it captured, so capture it again");
-  table_captured = false;
 }
 
 namespace {
@@ -289,7 +289,10 @@ const auto ema_plan_class =
         .def("step", [](const c10::intrusive_ptr<EMAPlan>& self, at::Tensor steps) { self->step({steps}); })
         .def("step_all",
              [](const c10::intrusive_ptr<EMAPlan>& self, std::vector<at::Tensor> steps) { self->step(steps); })
-        .def("refresh", [](const c10::intrusive_ptr<EMAPlan>& self) { return self->refresh(); });
+        .def("refresh", [](const c10::intrusive_ptr<EMAPlan>& self) { return self->refresh(); })
+        .def("captured", [](const c10::intrusive_ptr<EMAPlan>& self) {
+          return self->captured.captured || !self->captured.previous.empty();
+        });
 }  // namespace
 
 }  // namespace minimm

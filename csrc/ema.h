@@ -7,8 +7,10 @@
 //     d = src - ema;   p = weight * d;   ema = ema + p
 // and rounded once to the EMA's dtype. No fused multiply-add contracts them (the CPU sources are
 // compiled with -ffp-contract=off, the CUDA kernels use the __*_rn intrinsics), so the kernels
-// give the same bits on every machine. The PyTorch fallback (minimm/ops/ema.py) is MMEngine's
-// lerp_, which may fuse; minimm/ops/ema.py states and tests how far the two may differ.
+// give the same bits on every machine for finite values (a NaN's payload may differ: a GPU's
+// half/bfloat16 conversions encode it otherwise than c10's host ones). The PyTorch fallback
+// (minimm/ops/ema.py) is MMEngine's lerp_, which may fuse; minimm/ops/ema.py states and tests
+// how far the two may differ.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -123,11 +125,8 @@ struct EMAPlan : torch::CustomClassHolder {
   // What the table points into, kept alive until the next build: a step after `param.data = x`
   // (before refresh()) writes memory nobody else reads, never freed memory.
   std::vector<c10::Storage> table_storages;
-  // CUDA graphs: a captured step replays this table's raw pointers. The first capture of a table
-  // keeps what it points to alive here (the tensors' storages, the device table, the counter),
-  // so that a replay never writes freed memory, even after a rebuild or a rebuild's warning.
-  std::vector<c10::Storage> captured_storages;
-  bool table_captured = false;
+  // CUDA graphs: what captured steps point into, so that a replay never writes freed memory.
+  CapturedMemory captured;
 
   EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src, std::vector<at::Tensor> mirror_ema,
           std::vector<at::Tensor> mirror_src, std::vector<int64_t> kinds, std::vector<double> momenta,

@@ -2,8 +2,6 @@
 // tensors (multi_tensor_apply.cuh), then for a plan step a one-thread launch that increments the
 // counter.
 //
-// CI compiles this file (tests/compile_cuda.sh); tests/gpu_check.sh is what runs it on a GPU.
-//
 // There is one kernel per (EMA dtype, source dtype) pair, 16 of them, and one for byte copies
 // (integer pairs, same-dtype mirrored buffers). Each reads the step counter itself (copy on call
 // 0, average every interval-th call, skip the others; the annealed or SWA weight from the counter)
@@ -11,7 +9,10 @@
 // launch of the step has read the counter before it changes: a step never waits for the GPU and
 // can be captured in a CUDA graph, and two steps in flight share no completion counter.
 // Arithmetic uses the __*_rn intrinsics, which nvcc never contracts into fused multiply-adds, so
-// results equal the CPU kernels' bit for bit.
+// results equal the CPU kernels' bit for bit for finite values (a NaN may come out with another
+// payload: the device's half and bfloat16 conversions encode NaN differently from c10's host ones).
+//
+// tests/cuda_emu runs this text on an emulated device in CI; tests/gpu_check.sh on a GPU.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -156,15 +157,29 @@ template <int K = 0>
 void launch_kind(int32_t kind, const Launch& l, const Segment& s, cudaStream_t stream) {
   if constexpr (K < kKinds) {
     if (kind != K) return launch_kind<K + 1>(kind, l, s, stream);
-    ema_kernel<K><<<s.blocks, kThreads, 0, stream>>>(l, s.first, s.count);
+    MINIMM_LAUNCH(ema_kernel<K>, s.blocks, kThreads, stream, l, s.first, s.count);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
 
+// The grid of kind `kind`'s kernel over `chunks` chunks (the same recursion).
+template <int K = 0>
+unsigned int grid_of(int32_t kind, int64_t chunks) {
+  if constexpr (K < kKinds) {
+    return kind == K ? grid_for(ema_kernel<K>, chunks) : grid_of<K + 1>(kind, chunks);
+  }
+  return 0;
+}
+
 void prepare(Table& table, const at::Device& device, const char* capture_error) {
   group_by_kind(table, kKinds, kind_of);
-  upload(table, device, capture_error);
+  upload(table, device, capture_error, grid_of<0>);
 }
+
+constexpr const char* kListCaptureError =
+    "ema_update_ cannot be captured in a CUDA graph: every call copies its table of tensors to "
+    "the GPU. Capture the step of an EMAPlan (minimm.ops.EMAPlan) instead, which uploads its "
+    "table once";
 
 // `rules` and `steps` hold one entry per target; `steps` null for a list call (no counter).
 void launch(const Table& table, const WeightSource* rules, int64_t* const* steps, cudaStream_t stream) {
@@ -176,7 +191,7 @@ void launch(const Table& table, const WeightSource* rules, int64_t* const* steps
   }
   for (const Segment& segment : table.segments) launch_kind(segment.kind, l, segment, stream);
   if (steps) {
-    increment_kernel<<<1, 1, 0, stream>>>(l);
+    MINIMM_LAUNCH(increment_kernel, 1, 1, stream, l);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
@@ -185,6 +200,8 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
                      double weight) {
   if (ema.empty() && src.empty()) return;
   const at::Device device = (ema.empty() ? src : ema)[0].device();
+  const c10::cuda::CUDAGuard guard(device);
+  refuse_capture(kListCaptureError);
   check_pairs("ema_update_", ema, src, device, /*require_dense=*/false);
   check_no_overlap("ema_update_", ema, src);
   at::Tensor device_weight;  // kept alive until the kernel is queued
@@ -197,22 +214,20 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
     if (w.is_cpu()) weight = w.item<double>();
     else device_weight = w.to(at::kDouble);
   }
-  const c10::cuda::CUDAGuard guard(device);
   const Staged staged = stage(ema, src);
   Table table;
   add_rows(table, staged.dst, staged.src, /*mirrored=*/false);
   if (table.chunks.empty()) return;
-  prepare(table, device, "ema_update_ cannot be captured in a CUDA graph: every call copies its table of tensors "
-          "to the GPU. Capture the step of an EMAPlan (minimm.ops.EMAPlan) instead, which uploads its table once");
+  prepare(table, device, kListCaptureError);
   const WeightSource w{kFixed, weight, 0.0, 1, device_weight.defined() ? device_weight.const_data_ptr<double>() : nullptr};
   launch(table, &w, nullptr, c10::cuda::getCurrentCUDAStream());
   staged.finish(ema);
 }
 
 // CUDA graphs: a captured step replays the device table's pointers and runs no host code, so it
-// cannot notice a tensor that moved since. The first capture of a table keeps every storage it
-// points into alive in the plan (once per table, not per capture), and the counter's; a rebuild
-// after a capture warns that the graph must be captured again (EMAPlan::rebuild).
+// cannot notice a tensor that moved since. A captured step keeps what it points into alive in the
+// plan (CapturedMemory, table.h): the tensors' storages, the device table and the counters; a
+// rebuild after a capture warns that the graph must be captured again (EMAPlan::rebuild).
 void plan_step_cuda(EMAPlan& plan, const std::vector<at::Tensor>& steps) {
   const c10::cuda::CUDAGuard guard(plan.device);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
@@ -221,13 +236,8 @@ void plan_step_cuda(EMAPlan& plan, const std::vector<at::Tensor>& steps) {
             "plan's table to the GPU and cannot be captured in a CUDA graph; run one step before capturing");
   use_on(plan.table, stream);
   if (stream_is_capturing(stream)) {
-    if (!plan.table_captured) {
-      plan.captured_storages.insert(plan.captured_storages.end(), plan.table_storages.begin(),
-                                    plan.table_storages.end());
-      keep_alive(plan.captured_storages, plan.table.device.storage());
-      plan.table_captured = true;
-    }
-    for (const at::Tensor& counter : steps) keep_alive(plan.captured_storages, counter.storage());
+    plan.captured.on_capture(plan.table_storages, {plan.table.device.storage()});
+    for (const at::Tensor& counter : steps) plan.captured.on_capture(plan.table_storages, {counter.storage()});
   }
   int64_t* counters[kMaxTargets];
   for (size_t k = 0; k < steps.size(); ++k) counters[k] = steps[k].data_ptr<int64_t>();

@@ -7,10 +7,11 @@
 // pointer and its segment of chunks: a kernel for one kind needs few registers (<= 64, checked by
 // tests/compile_cuda.sh), so that four or more blocks fit on an SM. A model's parameters are
 // usually one or two kinds (fp32, or an fp32 EMA of bf16 weights and int64 counters), so one or
-// two launches. The grid fills the GPU (enough blocks for every SM, never more than the segment's
-// chunks), and block b takes chunks b, b + gridDim.x, ... of its segment. In a chunk, thread k
-// loads vectors k, k + 256, k + 512, k + 768 of both sides before it computes any of them (16
-// bytes each, of the wider dtype of a pair), then stores them. A chunk whose start is not aligned
+// two launches. The grid fills the GPU once (as many blocks as the occupancy API says fit on all
+// SMs at once, never more than the segment's chunks), and block b takes chunks b, b + gridDim.x,
+// ... of its segment. In a chunk, thread k loads vectors k, k + 256, k + 512, k + 768 of both
+// sides before it computes any of them (16 bytes each, of the wider dtype of a pair), then stores
+// them. A chunk whose start is not aligned
 // for such vectors on both sides runs element by element.
 #pragma once
 
@@ -19,10 +20,21 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "table.h"
+
+// tests/cuda_emu compiles this text as host C++ and defines both: its emulated device instead of
+// <<<>>>, and plain host memory to stage tables in.
+#ifndef MINIMM_LAUNCH
+#define MINIMM_LAUNCH(kernel, grid, threads, stream, ...) \
+  kernel<<<grid, threads, 0, stream>>>(__VA_ARGS__)
+#endif
+#ifndef MINIMM_PINNED_STAGING
+#define MINIMM_PINNED_STAGING true
+#endif
 
 namespace minimm {
 
@@ -90,27 +102,49 @@ inline bool stream_is_capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+// The list ops refuse a capture before they allocate anything: cudaMalloc during a capture (no
+// caching allocator, PYTORCH_NO_CUDA_MEMORY_CACHING=1) would fail the capture instead.
+inline void refuse_capture(const char* capture_error) {
+  TORCH_CHECK(!stream_is_capturing(c10::cuda::getCurrentCUDAStream()), capture_error);
+}
+
+// Host memory to stage a table in: pinned, so that its copy to the GPU does not wait for the
+// host. The caching host allocator keeps it until that copy has run.
+inline at::Tensor staging_bytes(int64_t n) {
+  return at::empty({n}, at::TensorOptions().dtype(at::kByte).pinned_memory(MINIMM_PINNED_STAGING));
+}
+
+// The grid of a launch of `kernel` over `chunks` chunks: as many blocks as fit on the GPU at
+// once (the occupancy API knows the kernel's registers), never more than there are chunks.
+template <typename Kernel>
+unsigned int grid_for(Kernel kernel, int64_t chunks) {
+  int device = 0, sms = 0, per_sm = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  const int64_t fit = std::min<int64_t>(int64_t{sms} * per_sm, chunks);
+  return static_cast<unsigned int>(std::max<int64_t>(1, fit));
+}
+
 // Host side: copy `table` (its chunks grouped into segments already) into device memory, once per
 // build, through pinned memory, on the current stream and without waiting for it; and size each
-// segment's grid from the SM count (read here, not at every launch). Refused while the stream is
-// being captured, with `capture_error`: the graph would keep reading the pinned buffer, which is
-// reused once the copy has run.
-inline void upload(Table& table, const at::Device& device, const char* capture_error) {
+// segment's grid with `grid_of(kind, chunks)` (asked here, not at every launch). Refused while the
+// stream is being captured, with `capture_error`: the graph would keep reading the pinned buffer,
+// which is reused once the copy has run.
+template <typename GridOf>
+void upload(Table& table, const at::Device& device, const char* capture_error, GridOf grid_of) {
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
   TORCH_CHECK(!stream_is_capturing(stream), capture_error);
   const int64_t row_bytes = table.rows.size() * sizeof(Row), chunk_bytes = table.chunks.size() * sizeof(Chunk);
-  at::Tensor host = at::empty({row_bytes + chunk_bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  at::Tensor host = staging_bytes(row_bytes + chunk_bytes);
   unsigned char* p = host.data_ptr<unsigned char>();
   if (row_bytes) std::memcpy(p, table.rows.data(), row_bytes);
   if (chunk_bytes) std::memcpy(p + row_bytes, table.chunks.data(), chunk_bytes);
   table.device = at::empty({host.numel()}, at::TensorOptions().dtype(at::kByte).device(device));
   table.device.copy_(host, /*non_blocking=*/true);
-  table.streams = {stream};
-  int sms = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index()));
-  const int64_t fill = static_cast<int64_t>(sms) * (2048 / kThreads);
-  for (Segment& segment : table.segments)
-    segment.blocks = static_cast<unsigned int>(std::max<int64_t>(1, std::min(fill, segment.count * table.targets)));
+  table.streams = {stream.unwrap()};
+  // With several targets a chunk is `targets` units of work (ema_kernel.cu).
+  for (Segment& segment : table.segments) segment.blocks = grid_of(segment.kind, segment.count * table.targets);
 }
 
 // Before a launch that reads `table` on `stream`: a table uploaded on another stream (a step on a

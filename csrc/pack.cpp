@@ -14,7 +14,12 @@
 
 namespace minimm {
 
-bool (*cuda_pack_run)(Table& table, const at::Device& device, double scale, const char* capture_error) = nullptr;
+TableRun cuda_pack_run = nullptr;
+
+const char* const kListCaptureError =
+    "pack and unpack_ cannot be captured in a CUDA graph: every call copies its table of tensors "
+    "to the GPU. Capture the pack() and unpack_() of a PackPlan (minimm.ops.PackPlan) instead, "
+    "which uploads its tables once";
 
 PackLayout pack_layout(at::TensorList tensors) {
   PackLayout layout;
@@ -98,9 +103,9 @@ void scale_segment(const Row& r, int64_t first, int64_t n, double scale) {
   T* dst = static_cast<T*>(r.dst) + first;
   const T* src = static_cast<const T*>(r.src) + first;
   if constexpr (std::is_integral_v<T>) {
-    // Round to nearest (ties to even): a SUM of integer buffers times 1/world_size is never
-    // truncated toward zero as MMEngine's true_divide + copy_ does.
-    for (int64_t k = 0; k < n; ++k) dst[k] = static_cast<T>(std::nearbyint(static_cast<double>(src[k]) * scale));
+    // Round to nearest (ties to even), clamped (pack.h): a SUM of integer buffers times
+    // 1/world_size is never truncated toward zero as MMEngine's true_divide + copy_ does.
+    for (int64_t k = 0; k < n; ++k) dst[k] = round_into<T>(static_cast<double>(src[k]) * scale);
   } else {
     using A = acc_t<T>;
     const A s = static_cast<A>(scale);
@@ -120,7 +125,7 @@ constexpr auto kKernels = cpu_kernels(std::make_index_sequence<kScaleTypes>());
 
 constexpr int64_t kGrain = 131072;  // bytes (elements for scaled rows) below which one thread runs
 
-void run_cpu(const Table& table, double scale) {
+bool run_cpu(Table& table, const at::Device&, double scale, const char*) {
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       const Chunk& chunk = table.chunks[c];
@@ -130,23 +135,16 @@ void run_cpu(const Table& table, double scale) {
   };
   if (table.units < kGrain) run(0, static_cast<int64_t>(table.chunks.size()));
   else at::parallel_for(0, static_cast<int64_t>(table.chunks.size()), 1, run);
-}
-
-constexpr const char* kListCaptureError =
-    "pack and unpack_ cannot be captured in a CUDA graph: every call copies its table of tensors to the GPU. "
-    "Capture the pack() and unpack_() of a PackPlan (minimm.ops.PackPlan) instead, which uploads its tables once";
-
-// Returns whether the run was captured in a CUDA graph.
-bool run(Table& table, const at::Device& device, double scale, const char* capture_error = kListCaptureError) {
-  if (device.is_cpu()) {
-    run_cpu(table, scale);
-    return false;
-  }
-  TORCH_CHECK(device.is_cuda() && cuda_pack_run != nullptr, "pack: this build has no kernels for ", device);
-  return cuda_pack_run(table, device, scale, capture_error);
+  return false;
 }
 
 }  // namespace
+
+TableRun table_run_for(const at::Device& device) {
+  if (device.is_cpu()) return &run_cpu;
+  TORCH_CHECK(device.is_cuda() && cuda_pack_run != nullptr, "pack: this build has no kernels for ", device);
+  return cuda_pack_run;
+}
 
 PackPlan::PackPlan(std::vector<at::Tensor> tensors_) : tensors(std::move(tensors_)) {
   if (!tensors.empty()) device = tensors[0].device();
@@ -168,6 +166,9 @@ void PackPlan::rebuild() {
   check_list("PackPlan", tensors, device, /*require_contiguous=*/true);
   check_flats("PackPlan", flats, pack_layout(tensors), device);
   check_no_overlap("PackPlan", tensors);
+  record_streams(table_storages, pack_table.streams);
+  record_streams(table_storages, unpack_table.streams);
+  record_streams(table_storages, scaled_table.streams);
   pack_table = flat_table(flats, tensors, layout, /*to_flat=*/true, /*zero_padding=*/false, 1.0);
   unpack_table = flat_table(flats, tensors, layout, /*to_flat=*/false, false, 1.0);
   has_scaled = false;
@@ -177,13 +178,12 @@ void PackPlan::rebuild() {
     seen.push_back(flat_place_of(impl));
     table_storages.push_back(impl->storage());
   }
-  if (table_captured)
+  if (captured.on_rebuild())
     TORCH_WARN("PackPlan: a tensor of this plan moved after a pack or unpack_ was captured in a CUDA graph; a replay "
                "of that graph keeps using the memory it captured, so capture it again");
-  table_captured = false;
 }
 
-void PackPlan::run(bool unpack, double scale) {
+void PackPlan::run(bool unpack, double scale, TableRun run_table) {
   for (size_t i = 0; i < watched.size(); ++i) {
     if (!(flat_place_of(watched[i]) == seen[i])) {
       rebuild();
@@ -195,20 +195,17 @@ void PackPlan::run(bool unpack, double scale) {
     has_scaled = true;
   }
   Table& table = !unpack ? pack_table : scale == 1.0 ? unpack_table : scaled_table;
-  const bool captured = minimm::run(table, device, scale,
-                                    "PackPlan: the first pack() or unpack_() (and the first after a tensor moved, or "
-                                    "the first unpack_ with a scale other than 1) copies a table to the GPU and "
-                                    "cannot be captured in a CUDA graph; run it once before capturing");
-  if (captured && !table_captured) {  // once per build: keep all three tables' memory
-    captured_storages.insert(captured_storages.end(), table_storages.begin(), table_storages.end());
-    table_captured = true;
-  }
-  if (captured) keep_alive(captured_storages, table.device.storage());
+  if (run_table(table, device, scale,
+                "PackPlan: the first pack() or unpack_() (and the first after a tensor moved, or "
+                "the first unpack_ with a scale other than 1) copies a table to the GPU and cannot "
+                "be captured in a CUDA graph; run it once before capturing"))
+    captured.on_capture(table_storages, {table.device.storage()});
 }
 
 namespace {
 
-std::vector<at::Tensor> pack_impl(at::TensorList tensors, const at::Device& device) {
+std::vector<at::Tensor> pack_on(at::TensorList tensors, const at::Device& device,
+                                TableRun run_table) {
   check_list("pack", tensors, device, /*require_contiguous=*/false);
   const Staged staged = stage(tensors, {});
   const PackLayout layout = pack_layout(tensors);
@@ -216,44 +213,56 @@ std::vector<at::Tensor> pack_impl(at::TensorList tensors, const at::Device& devi
   for (size_t g = 0; g < layout.dtypes.size(); ++g)
     flats.push_back(at::empty({layout.group_numel[g]}, at::TensorOptions().dtype(layout.dtypes[g]).device(device)));
   Table table = flat_table(flats, staged.dst, layout, /*to_flat=*/true, /*zero_padding=*/true, 1.0);
-  run(table, device, 1.0);
+  run_table(table, device, 1.0, kListCaptureError);
   return flats;
 }
 
-void unpack_impl(at::TensorList flats, at::TensorList tensors, double scale, const at::Device& device) {
+void unpack_on(at::TensorList flats, at::TensorList tensors, double scale, const at::Device& device,
+               TableRun run_table) {
   check_list("unpack_", tensors, device, /*require_contiguous=*/false);
   const PackLayout layout = pack_layout(tensors);
   check_flats("unpack_", flats, layout, device);
   check_no_overlap("unpack_", tensors);
   const Staged staged = stage(tensors, {});
   Table table = flat_table(flats, staged.dst, layout, /*to_flat=*/false, false, scale);
-  run(table, device, scale);
+  run_table(table, device, scale, kListCaptureError);
   staged.finish(tensors);
 }
 
 }  // namespace
 
-std::vector<at::Tensor> pack_any(at::TensorList tensors) {
-  return tensors.empty() ? std::vector<at::Tensor>{} : pack_impl(tensors, tensors[0].device());
+std::vector<at::Tensor> pack_with(at::TensorList tensors, TableRun run_table) {
+  if (tensors.empty()) return {};
+  return pack_on(tensors, tensors[0].device(), run_table);
 }
 
-void unpack_any(at::TensorList flats, at::TensorList tensors, double scale) {
+void unpack_with(at::TensorList flats, at::TensorList tensors, double scale, TableRun run_table) {
   if (tensors.empty() && flats.empty()) return;
-  unpack_impl(flats, tensors, scale, (tensors.empty() ? flats : tensors)[0].device());
+  unpack_on(flats, tensors, scale, (tensors.empty() ? flats : tensors)[0].device(), run_table);
 }
 
 namespace {
+
+std::vector<at::Tensor> pack_cpu(at::TensorList tensors) { return pack_with(tensors, &run_cpu); }
+
+void unpack_cpu(at::TensorList flats, at::TensorList tensors, double scale) {
+  unpack_with(flats, tensors, scale, &run_cpu);
+}
 
 const auto pack_plan_class =
     torch::class_<PackPlan>("minimm", "PackPlan")
         .def(torch::init<std::vector<at::Tensor>>())
         .def("flats", [](const c10::intrusive_ptr<PackPlan>& self) { return self->flats; })
         .def("pack", [](const c10::intrusive_ptr<PackPlan>& self) {
-          if (!self->tensors.empty()) self->run(/*unpack=*/false, 1.0);
+          if (!self->tensors.empty()) self->run(/*unpack=*/false, 1.0, table_run_for(self->device));
           return self->flats;
         })
         .def("unpack_", [](const c10::intrusive_ptr<PackPlan>& self, double scale) {
-          if (!self->tensors.empty()) self->run(/*unpack=*/true, scale);
+          if (!self->tensors.empty())
+            self->run(/*unpack=*/true, scale, table_run_for(self->device));
+        })
+        .def("captured", [](const c10::intrusive_ptr<PackPlan>& self) {
+          return self->captured.captured || !self->captured.previous.empty();
         });
 
 }  // namespace
@@ -266,8 +275,7 @@ TORCH_LIBRARY_FRAGMENT(minimm, m) {
   m.def("unpack_(Tensor[] flats, Tensor(a!)[] tensors, float scale) -> ()");
 }
 
-// One implementation for both keys: the table is the same, run() picks the device's kernels.
 TORCH_LIBRARY_IMPL(minimm, CPU, m) {
-  m.impl("pack", &minimm::pack_any);
-  m.impl("unpack_", &minimm::unpack_any);
+  m.impl("pack", &minimm::pack_cpu);
+  m.impl("unpack_", &minimm::unpack_cpu);
 }

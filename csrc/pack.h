@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <torch/custom_class.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "ema.h"
@@ -25,6 +27,28 @@ PackLayout pack_layout(at::TensorList tensors);
 
 // Checks that `flats` match the layout of `tensors` (count, dtype, size, device, contiguity).
 void check_flats(const char* op, at::TensorList flats, const PackLayout& layout, const at::Device& device);
+
+// How a table runs on one device: the CPU loop (pack.cpp) or the CUDA kernels (pack_kernel.cu,
+// which upload the table on its first run, refused with `capture_error` during a capture).
+// Returns whether the run was captured in a CUDA graph.
+using TableRun = bool (*)(Table& table, const at::Device& device, double scale,
+                          const char* capture_error);
+// Set by pack_kernel.cu when the extension is built with CUDA; null in a CPU-only build.
+extern TableRun cuda_pack_run;
+TableRun table_run_for(const at::Device& device);
+
+// An integer result of a scaled unpack: rounded to nearest (ties to even) and clamped into T's
+// range, the same on both devices (a plain cast of an out-of-range double is undefined: x86 gives
+// INT_MIN, a GPU saturates); NaN (a scale of inf or NaN times 0) gives 0.
+template <typename T>
+C10_HOST_DEVICE inline T round_into(double v) {
+  const double r = nearbyint(v);
+  if (r != r) return 0;
+  constexpr T lowest = std::numeric_limits<T>::lowest(), highest = std::numeric_limits<T>::max();
+  if (r <= static_cast<double>(lowest)) return lowest;
+  if (r >= static_cast<double>(highest)) return highest;
+  return static_cast<T>(r);
+}
 
 // Row.kernel of a pack table: kPackBytes copies bytes, kZeroBytes zeroes them (src is null),
 // kScale0 + scale_index(dtype) multiplies by the call's scale (integers rounded to nearest).
@@ -51,27 +75,23 @@ struct PackPlan : torch::CustomClassHolder {
   std::vector<TensorPlace> seen;
   Table pack_table, unpack_table, scaled_table;
   bool has_scaled = false;
-  std::vector<c10::Storage> table_storages, captured_storages;
-  bool table_captured = false;
+  std::vector<c10::Storage> table_storages;
+  CapturedMemory captured;
 
   explicit PackPlan(std::vector<at::Tensor> tensors);
   void rebuild();
-  void run(bool unpack, double scale);
+  void run(bool unpack, double scale, TableRun run_table);
 };
 
 // The cheap place of a contiguous tensor (PackPlan): TensorPlace with `layout` its contiguity.
 TensorPlace flat_place_of(const c10::TensorImpl* impl);
 
-// The list ops, registered for the CPU (pack.cpp) and CUDA (pack_kernel.cu) keys: the table is the
-// same, and the run picks the device's kernels. The dispatcher sends a call to the CUDA key when
-// any tensor argument is on a GPU; the first tensor decides the device, and a call mixing devices
-// is an error (check_list) before anything runs.
-std::vector<at::Tensor> pack_any(at::TensorList tensors);
-void unpack_any(at::TensorList flats, at::TensorList tensors, double scale);
-
-// Set by pack_kernel.cu when the extension is built with CUDA; null in a CPU-only build. Uploads
-// the table on its first run (refused with `capture_error` during a capture); returns whether the
-// run was captured in a CUDA graph.
-extern bool (*cuda_pack_run)(Table& table, const at::Device& device, double scale, const char* capture_error);
+// The list ops on the device whose tables `run_table` runs (the CPU's, or the CUDA kernels for
+// the CUDA dispatch key: pack_kernel.cu). A call mixing devices is an error (check_list) before
+// anything runs.
+std::vector<at::Tensor> pack_with(at::TensorList tensors, TableRun run_table);
+void unpack_with(at::TensorList flats, at::TensorList tensors, double scale, TableRun run_table);
+// What the list ops say when a CUDA graph capture is on.
+extern const char* const kListCaptureError;
 
 }  // namespace minimm

@@ -1,8 +1,9 @@
 // The CUDA kernels of the pack ops: one launch per kind of row present, whatever the number of
 // tensors (multi_tensor_apply.cuh); a pack or an unscaled unpack is one launch of byte copies.
 // Rows copy bytes at the widest width both addresses allow, zero the padding of a fresh flat
-// tensor, or multiply by the unpack's scale (integers rounded to nearest, ties to even, as the CPU
-// kernels and the PyTorch twins do); the scale is a kernel argument, not part of the table.
+// tensor, or multiply by the unpack's scale (integers rounded to nearest, ties to even, and
+// clamped into their range, as the CPU kernels and the PyTorch twins do); the scale is a kernel
+// argument, not part of the table.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -22,7 +23,7 @@ __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 template <typename T>
 __device__ inline T scaled(T v, double scale) {
   if constexpr (std::is_integral_v<T>) {
-    return static_cast<T>(nearbyint(__dmul_rn(static_cast<double>(v), scale)));
+    return round_into<T>(__dmul_rn(static_cast<double>(v), scale));
   } else {
     using A = acc_t<T>;
     return static_cast<T>(mul_rn(static_cast<A>(v), static_cast<A>(scale)));
@@ -67,10 +68,20 @@ template <int K = 0>
 void launch_kind(int32_t kind, const Table& table, const Segment& s, double scale, cudaStream_t stream) {
   if constexpr (K < kKinds) {
     if (kind != K) return launch_kind<K + 1>(kind, table, s, scale, stream);
-    pack_kernel<K><<<s.blocks, kThreads, 0, stream>>>(table.device.const_data_ptr<unsigned char>(),
-                                                      static_cast<int32_t>(table.rows.size()), s.first, s.count, scale);
+    MINIMM_LAUNCH(pack_kernel<K>, s.blocks, kThreads, stream,
+                  table.device.const_data_ptr<unsigned char>(),
+                  static_cast<int32_t>(table.rows.size()), s.first, s.count, scale);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
+}
+
+// The grid of kernel `kind` over `chunks` chunks (the same recursion).
+template <int K = 0>
+unsigned int grid_of(int32_t kind, int64_t chunks) {
+  if constexpr (K < kKinds) {
+    return kind == K ? grid_for(pack_kernel<K>, chunks) : grid_of<K + 1>(kind, chunks);
+  }
+  return 0;
 }
 
 bool pack_run_cuda(Table& table, const at::Device& device, double scale, const char* capture_error) {
@@ -79,7 +90,7 @@ bool pack_run_cuda(Table& table, const at::Device& device, double scale, const c
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   if (!table.device.defined()) {
     group_by_kind(table, kKinds, [](const Row& row) { return row.kernel; });
-    upload(table, device, capture_error);
+    upload(table, device, capture_error, grid_of<0>);
   }
   use_on(table, stream);
   for (const Segment& segment : table.segments) launch_kind(segment.kind, table, segment, scale, stream);
@@ -88,10 +99,26 @@ bool pack_run_cuda(Table& table, const at::Device& device, double scale, const c
 
 const bool registered = (cuda_pack_run = &pack_run_cuda, true);
 
+// The list ops refuse a capture first, before they allocate their flat tensors or staged copies.
+std::vector<at::Tensor> pack_cuda(at::TensorList tensors) {
+  if (!tensors.empty()) {
+    const c10::cuda::CUDAGuard guard(tensors[0].device());
+    refuse_capture(kListCaptureError);
+  }
+  return pack_with(tensors, &pack_run_cuda);
+}
+
+void unpack_cuda(at::TensorList flats, at::TensorList tensors, double scale) {
+  if (tensors.empty() && flats.empty()) return;
+  const c10::cuda::CUDAGuard guard((tensors.empty() ? flats : tensors)[0].device());
+  refuse_capture(kListCaptureError);
+  unpack_with(flats, tensors, scale, &pack_run_cuda);
+}
+
 }  // namespace
 }  // namespace minimm
 
 TORCH_LIBRARY_IMPL(minimm, CUDA, m) {
-  m.impl("pack", &minimm::pack_any);
-  m.impl("unpack_", &minimm::unpack_any);
+  m.impl("pack", &minimm::pack_cuda);
+  m.impl("unpack_", &minimm::unpack_cuda);
 }

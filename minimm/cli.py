@@ -25,7 +25,8 @@ from typing import List, Optional
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook'}
-PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr', 'posthoc-ema': 'minimm.posthoc_cli'}
+PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr',
+         'posthoc-ema': 'minimm.posthoc_cli'}
 
 
 def help_text(docstring: str) -> str:
@@ -138,7 +139,8 @@ def cmd_info(args) -> None:
           f'CUDA available: {torch.cuda.is_available()}')
     if torch.cuda.is_available():
         print(f'device: {torch.cuda.get_device_name()}')
-    print(f'native ops: {backend_info()}')
+    for device, info in backend_info().items():
+        print(f"native ops on {device}: {info['backend']} ({info['reason']})")
 
 
 def main(argv: Optional[List[str]] = None) -> None:

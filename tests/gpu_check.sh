@@ -3,19 +3,22 @@
 # with EMAHook runs the fused CUDA plan. Written for the machine a session is lent as it is: the
 # checkout without its virtual environment, `python3` with torch (2.11 or newer), pytest,
 # hypothesis and ninja installed, no network, and a 10-minute limit per command that returns at
-# most 8 files, none deeper than one folder under $OUT. Budget: under 5 minutes on an H200.
+# most 8 files, none deeper than one folder under $OUT. Budget: 9 minutes with the build (BUDGET_S
+# below; the step limits add up to less), so that it fits a 15-minute machine loan with its start.
 #   preflight   one line: python, torch and its CUDA, the GPU, nvcc, ninja, pytest, hypothesis,
 #               pytest-timeout, compute-sanitizer, CUDA_HOME; stops here without a CUDA device;
 #   build       the extension with its CUDA kernels (MINIMM_REQUIRE_EXT=1: a build problem is an
 #               error, not a silent fallback), for this GPU's architecture only;
-#   cuda ops    tests/test_ops_cuda*.py first, without -x, so that one failure hides no other;
+#   cuda ops    tests/test_ops_cuda*.py first, without -x, so that one failure hides no other:
+#               the CUDA kernels against the CPU ones, pack and unpack_ of every dtype at several
+#               scales among them (SyncBuffersHook on one GPU is world size 1 and packs nothing);
+#   memcheck    short, under compute-sanitizer, right after; a runtime whose sanitizer refuses
+#               the device is a "skipped" line, not a failure;
 #   training    EMAHook on cuda:0, AmpOptimWrapper fp16 resume, SyncBuffersHook over NCCL, the
 #               CUDA cases of the model tests;
 #   op suites   the CPU/CUDA op suites on this build;
-#   benchmarks  short tables, kept in bench.txt;
-#   memcheck    last and short, under compute-sanitizer; a runtime whose sanitizer refuses the
-#               device is a "skipped" line, not a failure.
-# Every step has its own time limit and the whole run a deadline (BUDGET_S, default 450 s): a
+#   benchmarks  short tables, kept in bench.txt, last.
+# Every step has its own time limit and the whole run a deadline (BUDGET_S, default 540 s): a
 # hang costs one step, and the summary table (step, result, seconds), printed last, always comes.
 # $OUT (default /tmp/minimm_gpu_check/out) gets only gpu_check.log, bench.txt, summary.txt and
 # backend.json; the build folder, pytest's and hypothesis's caches go under /tmp.
@@ -25,7 +28,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 WORK=${TMPDIR:-/tmp}/minimm_gpu_check
 RESULTS=${OUT:-$WORK/out}
-BUDGET_S=${BUDGET_S:-450}
+BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$RESULTS" "$WORK"
 exec > >(tee "$RESULTS/gpu_check.log") 2>&1
 export MINIMM_REQUIRE_EXT=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -109,42 +112,46 @@ PYTEST=("$PYTHON" -m pytest -q -rs)
 [[ "$facts" != *"pytest-timeout missing"* ]] && PYTEST+=(--timeout=60)
 
 # ---- the steps ---------------------------------------------------------------------------------
-step build 180 "$PYTHON" -c 'import json, sys, minimm.ops as ops
+# Limits: 200 + 80 + 60 + 40 + 25 + 50 + 25 + 25 + 15 = 520 s, within BUDGET_S.
+step build 200 "$PYTHON" -c 'import json, sys, minimm.ops as ops
 info = ops.backend_info(); json.dump(info, open(sys.argv[1], "w"), indent=1); print(json.dumps(info))
 assert info["cuda"]["backend"] == "native", info' "$RESULTS/backend.json"
 if [[ "${rows[-1]}" != build\|passed* ]]; then summary; exit 1; fi
 
-step "cuda ops" 120 "${PYTEST[@]}" tests/test_ops_cuda.py tests/test_ops_cuda_equal.py
-step training 60 "${PYTEST[@]}" tests/test_gpu_training.py
-step "cuda cases" 45 "${PYTEST[@]}" tests/test_base_model.py tests/test_optim_wrapper.py -k cuda
-step "op suites" 90 "${PYTEST[@]}" tests/test_ops_ema.py tests/test_ops_pack.py tests/test_ops_schema.py \
-    tests/test_ops_agree.py tests/test_averaged_model.py
-echo "minimm GPU check, $(date -u +%Y-%m-%d), $gpu" > "$RESULTS/bench.txt"
-step "bench ema" 40 "$PYTHON" -m minimm bench ema --device cuda --workloads resnet50 small resnet50_bf16 \
-    >> "$RESULTS/bench.txt" 2>&1
-step "bench hook" 40 "$PYTHON" -m minimm bench ema-hook --rounds 2 >> "$RESULTS/bench.txt" 2>&1
-step "bench pack" 30 "$PYTHON" -m minimm bench pack --device cuda >> "$RESULTS/bench.txt" 2>&1
+step "cuda ops" 80 "${PYTEST[@]}" tests/test_ops_cuda.py tests/test_ops_cuda_equal.py
 
-# ---- memcheck, last: some runtimes' sanitizer refuses the device ("Device not supported", then
+# ---- memcheck: some runtimes' sanitizer refuses the device ("Device not supported", then
 # error 999 at the first allocation); that is a skip, not a failure.
 if [ -z "$SANITIZER" ]; then
     echo "compute-sanitizer not found (PATH, CUDA_HOME/bin): skipped"
     rows+=("memcheck|skipped: no compute-sanitizer|0")
 else
-    export PYTORCH_NO_CUDA_MEMORY_CACHING=1  # every allocation is its own, so memcheck sees overruns
-    probe=$(timeout 60 "$SANITIZER" --tool memcheck "$PYTHON" -c 'import torch; torch.zeros(1, device="cuda")' 2>&1)
+    probe=$(PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 30 "$SANITIZER" --tool memcheck "$PYTHON" -c \
+        'import torch; torch.zeros(1, device="cuda")' 2>&1)
     if [ $? -ne 0 ] || grep -qi "not supported" <<< "$probe"; then
         echo "$probe" | tail -3
         echo "sanitizer unavailable on this runtime: skipped"
         rows+=("memcheck|skipped: sanitizer unavailable on this runtime|0")
     else
-        # Short: graph replays (their captured tables), the list op on every dtype pair, and
-        # misaligned views of every dtype (parametrize ids name no dtypes, so select by test).
-        step memcheck 150 "$SANITIZER" --tool memcheck --error-exitcode 1 --target-processes all \
-            "$PYTHON" -m pytest -q tests/test_ops_cuda_equal.py tests/test_ops_cuda.py \
-            -k "replay or list_op or misaligned"
+        # Short: graph replays (their captured tables), the list ops under capture, the list op on
+        # every dtype pair aligned or not, and misaligned plans. Without the caching allocator
+        # every allocation is its own, so memcheck sees overruns.
+        step memcheck 60 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$SANITIZER" --tool memcheck \
+            --error-exitcode 1 --target-processes all "$PYTHON" -m pytest -q \
+            tests/test_ops_cuda_equal.py tests/test_ops_cuda.py \
+            -k "replay or list_op or misaligned or captured"
     fi
 fi
+
+step training 40 "${PYTEST[@]}" tests/test_gpu_training.py
+step "cuda cases" 25 "${PYTEST[@]}" tests/test_base_model.py tests/test_optim_wrapper.py -k cuda
+step "op suites" 50 "${PYTEST[@]}" tests/test_ops_ema.py tests/test_ops_pack.py \
+    tests/test_ops_schema.py tests/test_ops_agree.py tests/test_averaged_model.py
+echo "minimm GPU check, $(date -u +%Y-%m-%d), $gpu" > "$RESULTS/bench.txt"
+step "bench ema" 25 "$PYTHON" -m minimm bench ema --device cuda \
+    --workloads resnet50 small resnet50_bf16 >> "$RESULTS/bench.txt" 2>&1
+step "bench hook" 25 "$PYTHON" -m minimm bench ema-hook --rounds 2 >> "$RESULTS/bench.txt" 2>&1
+step "bench pack" 15 "$PYTHON" -m minimm bench pack --device cuda >> "$RESULTS/bench.txt" 2>&1
 
 echo; echo "== benchmark tables (also in $RESULTS/bench.txt)"
 cat "$RESULTS/bench.txt"

@@ -1,6 +1,7 @@
 """tests/gpu_check.sh on a machine without a GPU: it stops at its one-line preflight, says why,
 and leaves in $OUT only what the GPU machine's tool can send back (a few files, no folders)."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,3 +28,13 @@ def test_without_a_gpu_it_stops_at_the_preflight(tmp_path):
     assert summary[2].split()[0] == 'preflight' and 'no CUDA device' in summary[2]
     sent_back = sorted(p.name for p in (tmp_path / 'out').iterdir())
     assert sent_back == ['gpu_check.log', 'summary.txt']
+
+
+def test_the_step_limits_add_up_to_less_than_the_budget():
+    """A step past the budget is not run, so limits that add up to more than it would starve the
+    last steps on a slow machine; the budget leaves room in a 15-minute loan for the start."""
+    text = SCRIPT.read_text()
+    budget = int(re.search(r'BUDGET_S=\$\{BUDGET_S:-(\d+)\}', text)[1])
+    steps = re.finditer(r'^\s*step (?:"[^"]+"|\S+) (\d+) ', text, re.MULTILINE)
+    limits = [int(m[1]) for m in steps]
+    assert len(limits) == 9 and sum(limits) <= budget <= 600, (limits, budget)

@@ -10,7 +10,7 @@ import torch
 
 from minimm.checkpoint import load_checkpoint_file
 from minimm.cli import main as cli_main
-from minimm.figures.posthoc_profiles import profile_curves
+from minimm.plot.figures.posthoc_profiles import profile_curves
 from minimm.hooks import EMAHook, PostHocEMAHook
 from minimm.model.averaged_model import power_gamma
 from minimm.model.posthoc_ema import combination, profile_dot, read_snapshots, synthesize

@@ -21,8 +21,7 @@ from typing import Optional, Sequence
 
 from ..checkpoint import save_checkpoint, unwrap_model, weights_to_cpu
 from ..model.averaged_model import PowerFunctionEMA, plan_rule
-from ..ops.averaging import FusedAveraging
-from ..ops.ema import MAX_TARGETS
+from ..ops import MAX_TARGETS, FusedAveraging
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
 

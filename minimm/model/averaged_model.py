@@ -53,9 +53,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from minimm.ops import averaging_weight, ema_update_ref
-from minimm.ops.aliases import first_names
-from minimm.ops.averaging import FusedAveraging
+from minimm.ops import FusedAveraging, averaging_weight, ema_update_ref, first_names
 from minimm.registry import MODELS
 
 DEFAULT_MOMENTUM = 0.0002
@@ -88,9 +86,9 @@ class BaseAveragedModel(nn.Module):
             self.module = self.module.to(device)
         if self.ema_dtype is not None:  # floating tensors only; the counter stays int64
             self.module = self.module.to(self.ema_dtype)
-        else:  # the counter sits with the averaged copy, which a plan step updates on its device
-            device = next(itertools.chain(self.module.parameters(), self.module.buffers()),
-                          torch.empty(0)).device
+        # The counter sits with the averaged copy, which a plan step updates on its device.
+        first = next(itertools.chain(self.module.parameters(), self.module.buffers()), None)
+        device = first.device if first is not None else device
         self.register_buffer('steps', torch.tensor(0, dtype=torch.long, device=device))
         self.update_buffers = update_buffers
         self._fused = FusedAveraging()  # the fast path's state (minimm/ops/averaging.py)
@@ -122,7 +120,7 @@ class BaseAveragedModel(nn.Module):
 
     def _apply(self, fn, *args, **kwargs):
         # .to(), .half(), .cuda()... replace the module's tensors: the plan is rebuilt.
-        self._fused.forget()
+        self._fused.forget(type(self).__name__)
         return super()._apply(fn, *args, **kwargs)
 
     def _source_entries(self, model: nn.Module, names) -> Dict[str, Tensor]:

@@ -21,6 +21,7 @@ Everything here is that plan's bookkeeping, out of the learner's way:
 * **The stall check** (:mod:`minimm.ops.ema_stall`) on a few calls of an EMA with a momentum.
 """
 import operator
+import warnings
 import weakref
 from typing import Optional, Sequence
 
@@ -71,6 +72,7 @@ class FusedAveraging:
         self._source = None
         self._inputs = None
         self._count = -1
+        self._captured_plan: Optional[EMAPlan] = None  # see forget()
         self._stall = StallCheck()
         _watch_assignments()
 
@@ -78,11 +80,18 @@ class FusedAveraging:
         # The plan holds native objects and a weak reference: copies and pickles drop them, and
         # the next step builds a new plan.
         state = self.__dict__.copy()
-        state['plan'] = state['_source'] = state['_inputs'] = None
+        state['plan'] = state['_source'] = state['_inputs'] = state['_captured_plan'] = None
         return state
 
-    def forget(self) -> None:
-        """The averaged models' tensors were replaced (``.to()``, ``.half()``...): rebuild."""
+    def forget(self, owner: str) -> None:
+        """Drop the plan (the averaged models' tensors were replaced: ``.to()``, ``.half()``...).
+        One whose step a CUDA graph captured holds the memory the graph replays, so it is kept
+        (the last one only) and a warning says to capture again."""
+        if self.plan is not None and self.plan.captured:
+            warnings.warn(f'{owner}: its tensors changed after its update was captured in a CUDA '
+                          'graph; that graph still updates the old tensors, so capture it again',
+                          stacklevel=3)
+            self._captured_plan = self.plan
         self.plan = None
 
     def step(self, averaged: Sequence[nn.Module], model: nn.Module, rule: Optional[str]) -> bool:
@@ -107,8 +116,10 @@ class FusedAveraging:
         """The plan averaging ``model``'s current entries into each averaged model's; the current
         plan when they are the same tensors, else a new one. None (``loop_reason`` says why) when
         the loop must run instead."""
+        owner = type(averaged[0]).__name__
         if rule is None:
-            self.plan, self.loop_reason = None, f'{type(averaged[0]).__name__} overrides avg_func'
+            self.forget(owner)
+            self.loop_reason = f'{owner} overrides avg_func'
             return None
         first = averaged[0]
         names = list(first.avg_parameters)
@@ -127,7 +138,7 @@ class FusedAveraging:
         counter = first.steps.device
         devices = {str(t.device) for t in tensors + [a.steps for a in averaged]} - {str(counter)}
         if devices:
-            self.plan = None
+            self.forget(owner)
             self.loop_reason = (f'tensors on {sorted(devices)} and the averaged copy\'s counter '
                                 f'on {counter}')
             return None
@@ -136,6 +147,7 @@ class FusedAveraging:
         same = self.plan is not None and self._source() is model
         if not (same and _same_tensors(self._inputs, inputs)):
             self._inputs = inputs
+            self.forget(owner)
             self.plan = EMAPlan.joint(targets, source, mirror_src, backend=PLAN_BACKEND)
             self._source = weakref.ref(model)
         else:

@@ -13,7 +13,8 @@ This file teaches the two ways minimm runs the averaging step of an averaged mod
 
 Two backends, two roundings. The native kernels compute ``d = src - ema``, ``p = weight * d``,
 ``ema + p`` as three separately rounded operations in float (double for a double EMA) and round
-once to the EMA's dtype: the same bits on every machine. The PyTorch fallback (the ``*_ref``
+once to the EMA's dtype: the same bits on every machine for finite values (a NaN's payload may
+differ between a GPU and the CPU). The PyTorch fallback (the ``*_ref``
 functions and the ``backend='ref'`` plan) is MMEngine's own arithmetic, ``lerp_``, run as one
 ``torch._foreach_lerp_`` call per dtype: one pass over memory and no temporaries, where the
 three-rounding formula in ``_foreach_*`` ops would take three passes and a full-size temporary.
@@ -295,6 +296,12 @@ class EMAPlan:
             return self._native.refresh()
         self._sort_pairs()
         return False
+
+    @property
+    def captured(self) -> bool:
+        """Whether a native step of this plan was captured in a CUDA graph that may still be
+        replayed: dropping the plan then frees memory the graph uses."""
+        return self._native is not None and self._native.captured()
 
     def step(self, steps: Union[Tensor, Sequence[Tensor]]) -> None:
         """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device

@@ -49,7 +49,8 @@ class StallCheck:
         self.calls += 1
         return not self.warned and self.calls in LOOK_AT_CALLS
 
-    def look(self, owner: str, ema: Sequence[Tensor], src: Sequence[Tensor], weight: float) -> None:
+    def look(self, owner: str, ema: Sequence[Tensor], src: Sequence[Tensor],
+             weight: float) -> None:
         """Warn (once) when most low-precision EMA elements would not move in a step with
         ``weight``."""
         pairs = [(e, s.to(e.device)) for e, s in zip(ema, src) if e.dtype in LOW_PRECISION]

@@ -4,10 +4,15 @@ This file teaches how a PyTorch project ships optional C++/CUDA kernels without 
 hard dependency. The decision, in order:
 
 1. ``MINIMM_NO_EXT=1``: use the PyTorch fallback (the ``*_ref`` twins), no warning.
-2. A module prebuilt by ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
-3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
-   ``TORCH_EXTENSIONS_DIR`` when set, else ``<repo>/.torch_extensions`` (git-ignored) for a
-   checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
+2. ``MINIMM_EXT_LIBRARY=path``: load that library as it is (one built elsewhere, such as the
+   emulated CUDA device's build of tests/cuda_emu). Else a module prebuilt by
+   ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
+3. A JIT build of the C++/CUDA sources with ``torch.utils.cpp_extension.load`` and ninja: the
+   sources are ``minimm/csrc/`` in an installed package (``pip install .`` and wheels carry them,
+   see setup.py) or ``csrc/`` in a checkout. Cached in ``TORCH_EXTENSIONS_DIR`` when set, else
+   ``<repo>/.torch_extensions`` (git-ignored) for a checkout, else the user's cache,
+   ``~/.cache/minimm/torch_extensions`` (never ``site-packages``, which may be read-only).
+   The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
    A cached build whose key (sources, headers, flags, torch and Python versions) still matches is
    loaded as it is, without ninja or a compiler; anything else prints a "compiling" line first.
    The build runs the ninja of the ``ninja`` Python package (a dependency) whatever the PATH says.
@@ -31,7 +36,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -39,10 +44,13 @@ logger = logging.getLogger('minimm')
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(PACKAGE_DIR)
-CSRC_DIR = os.path.join(REPO_DIR, 'csrc')
+# An installed package carries its own copy of the sources (setup.py); a checkout has csrc/.
+PACKAGED_CSRC_DIR = os.path.join(PACKAGE_DIR, 'csrc')
+CSRC_DIR = PACKAGED_CSRC_DIR if os.path.isdir(PACKAGED_CSRC_DIR) else os.path.join(REPO_DIR, 'csrc')
 CPU_SOURCES = ['ema.cpp', 'pack.cpp']
 CUDA_SOURCES = ['ema_kernel.cu', 'pack_kernel.cu']
-HEADERS = ['checks.h', 'table.h', 'ema.h', 'pack.h', 'multi_tensor_apply.cuh']  # a change rebuilds the JIT module
+# A change to a header rebuilds the JIT module too.
+HEADERS = ['checks.h', 'table.h', 'ema.h', 'pack.h', 'multi_tensor_apply.cuh']
 # -ffp-contract=off: the kernels must round `ema + w * (src - ema)` as three separate operations
 # on every machine; a fused multiply-add would change the last bit on some.
 CXX_FLAGS = ['-O3', '-ffp-contract=off', '-fopenmp']
@@ -54,7 +62,8 @@ def build_settings(with_cuda: bool) -> Dict[str, List[str]]:
     sources = [os.path.join(CSRC_DIR, name) for name in CPU_SOURCES]
     if with_cuda:
         sources += [os.path.join(CSRC_DIR, name) for name in CUDA_SOURCES]
-    return {'sources': sources, 'extra_cflags': list(CXX_FLAGS), 'extra_cuda_cflags': list(NVCC_FLAGS)}
+    return {'sources': sources, 'extra_cflags': list(CXX_FLAGS),
+            'extra_cuda_cflags': list(NVCC_FLAGS)}
 
 
 class Policy(NamedTuple):
@@ -86,6 +95,9 @@ class _Decision(NamedTuple):
 
 _lock = threading.Lock()
 _decision: Optional[_Decision] = None
+# Called once the native library is loaded. fake.py adds the registration of its fake kernels
+# (it imports the twins, which import this module, so this module does not import it).
+when_loaded: List[Callable[[], None]] = []
 
 
 def _find_prebuilt() -> Optional[str]:
@@ -97,7 +109,8 @@ def _find_prebuilt() -> Optional[str]:
 
 
 def _cuda_toolkit() -> Optional[str]:
-    """The CUDA toolkit root to build with, or None when CUDA kernels cannot or need not be built."""
+    """The CUDA toolkit root to build with, or None when CUDA kernels cannot or need not be
+    built."""
     if torch.version.cuda is None or not torch.cuda.is_available():
         return None
     home = os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')
@@ -108,11 +121,14 @@ def _cuda_toolkit() -> Optional[str]:
 
 def _build_directory(name: str) -> str:
     """``TORCH_EXTENSIONS_DIR/<name>`` when that is set, else ``<repo>/.torch_extensions/<name>``
-    in a checkout (git-ignored), else ``~/.cache/torch_extensions/<name>``."""
+    in a checkout (git-ignored), else ``<user cache>/minimm/torch_extensions/<name>``."""
     root = os.environ.get('TORCH_EXTENSIONS_DIR')
     if root is None:
-        checkout = os.path.exists(os.path.join(REPO_DIR, '.git'))
-        root = os.path.join(REPO_DIR, '.torch_extensions') if checkout else os.path.expanduser('~/.cache/torch_extensions')
+        if CSRC_DIR != PACKAGED_CSRC_DIR and os.path.exists(os.path.join(REPO_DIR, '.git')):
+            root = os.path.join(REPO_DIR, '.torch_extensions')
+        else:
+            cache = os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache')
+            root = os.path.join(cache, 'minimm', 'torch_extensions')
     path = os.path.join(root, name)
     os.makedirs(path, exist_ok=True)
     return path
@@ -142,7 +158,8 @@ def _build_key(with_cuda: bool, settings: Dict[str, List[str]]) -> str:
     for path in settings['sources'] + [os.path.join(CSRC_DIR, name) for name in HEADERS]:
         with open(path, 'rb') as f:
             digest.update(f.read())
-    flags = [settings['extra_cflags'], settings['extra_cuda_cflags'], with_cuda, torch.__version__, sys.version]
+    flags = [settings['extra_cflags'], settings['extra_cuda_cflags'], with_cuda, torch.__version__,
+             sys.version]
     digest.update(repr(flags).encode())
     return digest.hexdigest()
 
@@ -195,17 +212,19 @@ def _jit_build(with_cuda: bool) -> str:
     with _package_ninja_first():
         if not cpp_extension.is_ninja_available():
             raise RuntimeError('ninja is not installed (pip install ninja)')
-        why = 'no cached build' if not os.path.exists(library) else 'sources, flags or torch changed'
+        why = ('no cached build' if not os.path.exists(library)
+               else 'sources, flags or torch changed')
         print(f'minimm: compiling the native ops into {directory} ({why}; this takes 10-20 seconds'
               f'{", more with CUDA" if with_cuda else ""})', flush=True)
-        cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda, is_python_module=False,
-                           verbose=False, **settings)
+        cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda,
+                           is_python_module=False, verbose=False, **settings)
     # Written whole and then renamed, so another process never reads half a key.
     partial = f'{key_file}.{os.getpid()}'
     with open(partial, 'w') as f:
         f.write(key)
     os.replace(partial, key_file)
-    logger.info('minimm: native ops built and loaded from %s in %.1f s', directory, time.perf_counter() - start)
+    logger.info('minimm: native ops built and loaded from %s in %.1f s', directory,
+                time.perf_counter() - start)
     return directory
 
 
@@ -218,23 +237,33 @@ def _load(required: bool) -> Tuple[str, Optional[str]]:
     """Load the native library: the prebuilt module, else a JIT build (with the CUDA kernels when
     a GPU and a toolkit are there, else, or when that build fails, without). Returns where it came
     from and why the CUDA kernels are missing, if they are; raises when nothing could be loaded."""
+    named = os.environ.get('MINIMM_EXT_LIBRARY')
+    if named:
+        torch.ops.load_library(named)
+        return f'the library named by MINIMM_EXT_LIBRARY ({named})', None
     prebuilt = _find_prebuilt()
     if prebuilt is not None:
         torch.ops.load_library(prebuilt)
         return f'prebuilt module {prebuilt}', None
     if not os.path.exists(os.path.join(CSRC_DIR, CPU_SOURCES[0])):
-        raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (install with pip install -e .)')
+        raise RuntimeError(f'the C++ sources are not in {CSRC_DIR} (reinstall minimm: '
+                           'pip install .)')
     toolkit = _cuda_toolkit()
     cuda_failure = None
     if toolkit is not None:
         os.environ.setdefault('CUDA_HOME', toolkit)
         try:
-            return f'JIT build in {_jit_build(with_cuda=True)}', None
+            return f'{_sources_words()}, JIT-built into {_jit_build(with_cuda=True)}', None
         except Exception as error:  # the CPU kernels may still build: try them alone
             if required:
                 raise
             cuda_failure = f'the CUDA build failed ({_reason(error)})'
-    return f'JIT build in {_jit_build(with_cuda=False)}', cuda_failure
+    return f'{_sources_words()}, JIT-built into {_jit_build(with_cuda=False)}', cuda_failure
+
+
+def _sources_words() -> str:
+    where = 'the installed package' if CSRC_DIR == PACKAGED_CSRC_DIR else 'the checkout'
+    return f'the C++ sources of {where} ({CSRC_DIR})'
 
 
 def _decide(policy: Policy) -> _Decision:
@@ -246,19 +275,21 @@ def _decide(policy: Policy) -> _Decision:
     except Exception as error:  # any build or load failure means: use the fallback, say why
         why = _reason(error)
         if policy.required:
-            raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
-        warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
+            raise RuntimeError('MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: '
+                               f'{why}') from error
+        warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})',
+                      stacklevel=3)
         return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
-    from . import fake  # imported here: it imports the twins, which import this module
-    fake.register()
+    for register in when_loaded:
+        register()
     has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
     if has_cuda:
         cuda = ('native', where)
     elif not torch.cuda.is_available():
         cuda = ('fallback', 'no CUDA device (torch._foreach_* would be used)')
     else:
-        cuda = ('fallback', (cuda_failure or 'the extension has no CUDA kernels (no CUDA toolkit found; set '
-                             'CUDA_HOME)') + '; torch._foreach_* is used')
+        cuda = ('fallback', (cuda_failure or 'the extension has no CUDA kernels (no CUDA toolkit '
+                             'found; set CUDA_HOME)') + '; torch._foreach_* is used')
         if policy.required:
             raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but {cuda[1]}')
         warnings.warn(f'minimm: native CUDA ops unavailable: {cuda[1]}', stacklevel=3)
@@ -272,7 +303,8 @@ def _get() -> _Decision:
             if _decision is None:
                 decision = _decide(Policy.from_env())
                 for device in ('cpu', 'cuda'):
-                    logger.info('minimm ops on %s: %s (%s)', device, decision.devices[device], decision.reasons[device])
+                    logger.info('minimm ops on %s: %s (%s)', device, decision.devices[device],
+                                decision.reasons[device])
                 _decision = decision
     return _decision
 
@@ -284,7 +316,8 @@ def native_for(device: torch.device) -> bool:
 
 def backend_info() -> Dict[str, Dict[str, str]]:
     """Per device type, which backend the ops use and why, e.g.
-    ``{'cpu': {'backend': 'native', 'reason': 'JIT build in ...'}, 'cuda': {...}}``."""
+    ``{'cpu': {'backend': 'native', 'reason': 'the C++ sources of ..., JIT-built into ...'},
+    'cuda': {...}}``."""
     decision = _get()
     return {device: {'backend': decision.devices[device], 'reason': decision.reasons[device]}
             for device in ('cpu', 'cuda')}

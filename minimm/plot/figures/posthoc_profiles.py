@@ -11,8 +11,8 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from ..model.averaged_model import power_gamma
-from ..model.posthoc_ema import combination
+from ...model.averaged_model import power_gamma
+from ...model.posthoc_ema import combination
 
 SNAPSHOTS = 20  # per width, at 1/20, 2/20, ... of the run
 
@@ -41,7 +41,7 @@ def profile_curves(points: int = 801) -> Tuple[np.ndarray, Dict[str, np.ndarray]
 
 
 def draw_posthoc_profiles(out: str) -> str:
-    from ..plot import require_pyplot, save_figure
+    from .. import require_pyplot, save_figure
     plt = require_pyplot()
     tau, curves = profile_curves()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))

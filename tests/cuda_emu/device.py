@@ -1,0 +1,163 @@
+"""The devices the CUDA tests run on: a real GPU, and the emulated device (README.md here).
+
+Both answer the same few calls, so that tests/test_ops_cuda_equal.py is written once: put a
+tensor on the device and read it back, the list ops, the two plans, a counter, a graph capture
+and its replay. On the emulated device, "device memory" is CPU tensors; its ops are the CUDA
+dispatch key's functions (torch.ops.minimm_emu.*), and its plans are minimm.ops' own plans whose
+native object is stepped through the emulated kernels instead of the CPU's.
+"""
+import contextlib
+from typing import List
+
+import torch
+
+from minimm.ops import EMAPlan, PackPlan, backend_info, ema_update_, pack, unpack_
+
+
+class Graph:
+    """A captured graph: ``replay()`` runs its launches again."""
+
+    def __init__(self, replay):
+        self.replay = replay
+
+
+class CUDA:
+    """A real GPU with minimm's native CUDA kernels."""
+
+    name = 'cuda'
+
+    def put(self, t):
+        return t.to('cuda')
+
+    def host(self, t):
+        return t.cpu()
+
+    def ema_update_(self, ema, src, weight):
+        ema_update_(ema, src, weight)
+
+    def pack(self, tensors):
+        return pack(tensors)
+
+    def unpack_(self, flats, tensors, scale):
+        unpack_(flats, tensors, scale)
+
+    def plan(self, *args, **kwargs):
+        return EMAPlan(*args, backend='native', **kwargs)
+
+    def joint_plan(self, targets, src, mirror_src=()):
+        return EMAPlan.joint(targets, src, mirror_src, backend='native')
+
+    def pack_plan(self, tensors):
+        return PackPlan(tensors, backend='native')
+
+    def counter(self, value=0):
+        return torch.tensor(value, dtype=torch.long, device='cuda')
+
+    @contextlib.contextmanager
+    def capture(self):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            yield Graph(graph.replay)
+
+    def synchronize(self):
+        torch.cuda.synchronize()
+
+
+class _EmulatedEMAPlan(EMAPlan):
+    def step(self, steps):
+        counters = [steps] if isinstance(steps, torch.Tensor) else list(steps)
+        torch.classes.minimm_emu.Plans().ema_step(self._native, counters)
+
+
+class _EmulatedPackPlan(PackPlan):
+    def pack(self) -> List[torch.Tensor]:
+        for plan in self._native.values():
+            torch.classes.minimm_emu.Plans().pack_run(plan, False, 1.0)
+        return self.flats
+
+    def unpack_(self, scale=1.0):
+        for plan in self._native.values():
+            torch.classes.minimm_emu.Plans().pack_run(plan, True, float(scale))
+
+
+class Emulated:
+    """The emulated device: csrc/*.cu run as host code (tests/cuda_emu)."""
+
+    name = 'emulated'
+
+    def put(self, t):
+        return t.clone()
+
+    def host(self, t):
+        return t
+
+    def ema_update_(self, ema, src, weight):
+        if isinstance(weight, torch.Tensor):
+            torch.ops.minimm_emu.ema_update_(ema, src, weight, 0.0)
+        else:
+            torch.ops.minimm_emu.ema_update_(ema, src, None, float(weight))
+
+    def pack(self, tensors):
+        return torch.ops.minimm_emu.pack(tensors)
+
+    def unpack_(self, flats, tensors, scale):
+        torch.ops.minimm_emu.unpack_(flats, tensors, float(scale))
+
+    def plan(self, *args, **kwargs):
+        return _EmulatedEMAPlan(*args, backend='native', **kwargs)
+
+    def joint_plan(self, targets, src, mirror_src=()):
+        return _EmulatedEMAPlan.joint(targets, src, mirror_src, backend='native')
+
+    def pack_plan(self, tensors):
+        return _EmulatedPackPlan(tensors, backend='native')
+
+    def counter(self, value=0):
+        return torch.tensor(value, dtype=torch.long)
+
+    @contextlib.contextmanager
+    def capture(self):
+        torch.ops.minimm_emu.capture_begin()
+        graph = Graph(None)
+        try:
+            yield graph
+        finally:
+            graph_id = torch.ops.minimm_emu.capture_end()
+        graph.replay = lambda: torch.ops.minimm_emu.replay(graph_id)
+
+    def synchronize(self):
+        pass
+
+    @staticmethod
+    def configure(block_order=0, thread_order=0, seed=1, sms=2, blocks_per_sm=4):
+        """How the next launches run: orders 0 forward, 1 reverse, 2 shuffled; the SM count and
+        blocks per SM that size grids (the defaults are what a test starts with). Clears the log."""
+        torch.ops.minimm_emu.configure(block_order, thread_order, seed, sms, blocks_per_sm)
+
+    @staticmethod
+    def take_log() -> List[str]:
+        """'kernel grid threads' of every launch run since the last call."""
+        return list(torch.ops.minimm_emu.take_log())
+
+
+def emulated_available() -> bool:
+    """Whether this process loaded the emulated device's library (MINIMM_EXT_LIBRARY)."""
+    if backend_info()['cpu']['backend'] != 'native':
+        return False
+    try:
+        torch.ops.minimm_emu.configure
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+def available_devices():
+    """The devices this process can test: a GPU with native CUDA kernels, the emulated device."""
+    devices = []
+    info = backend_info()
+    native = info['cuda']['backend'] == info['cpu']['backend'] == 'native'
+    if torch.cuda.is_available() and native:
+        devices.append(CUDA())
+    if emulated_available():
+        devices.append(Emulated())
+    return devices
