@@ -341,9 +341,11 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     def _closing_on_failure(self):
         """Close the log file and the visualizer's backends when a run fails, so nothing stays
         open or unflushed. (After a run that succeeds, the LoggerHook has closed the visualizer,
-        and the log file stays open for later runs, as in MMEngine.)"""
+        and the log file stays open for later runs, as in MMEngine.) With ``profile_hooks``,
+        the profiler counts the device reads of the run inside."""
         try:
-            yield
+            with self._hook_profiler or contextlib.nullcontext():
+                yield
         except BaseException:
             self.visualizer.close()
             for handler in self.logger.handlers:

@@ -1,0 +1,111 @@
+"""``minimm bench syncs``: how often does a training iteration make the host wait for the device?
+
+The same toy training — a 2-layer MLP, batch 32, SGD, ``IterBasedTrainLoop`` of 200 iterations,
+the default hooks with ``LoggerHook(interval=50)`` — is run under
+:class:`minimm.runner.device_reads.DeviceReads`, in several configurations:
+
+* **default hooks**;
+* **+ EMAHook** (``ExponentialMovingAverage``);
+* **+ clip_grad** (``clip_grad=dict(max_norm=1.0)``);
+* **+ bf16 AMP** (``AmpOptimWrapper(dtype='bfloat16')``: autocast, no GradScaler);
+* **all three**.
+
+For each it prints the device reads per iteration (those of the iterations' hooks, model and
+optimizer; set-up and the end of the run are not counted) and how many of them fell between log
+lines (in an iteration that prints no log line). Columns: minimm with its native ops, minimm with
+``MINIMM_NO_EXT=1`` (run in a subprocess), and MMEngine when ``import mmengine`` works in this
+Python (the same code with ``mmengine`` imports; its ``AmpOptimWrapper`` needs a GPU, so that row
+is left empty on the CPU). On the CPU the reads are counted with a dispatch mode, on a GPU with
+``torch.cuda.set_sync_debug_mode``.
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from ..cli import help_text
+from ..runner.device_reads import DeviceReads
+
+ITERS, INTERVAL = 200, 50
+CONFIGS = {
+    'default hooks': {},
+    '+ EMAHook': dict(ema=True),
+    '+ clip_grad': dict(clip=True),
+    '+ bf16 AMP': dict(amp=True),
+    'all three': dict(ema=True, clip=True, amp=True),
+}
+
+
+def _model_class(engine: str):
+    base = importlib.import_module(f'{engine}.model').BaseModel
+
+    class MLP(base):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(32, 64), nn.Linear(64, 10)
+
+        def forward(self, inputs, data_samples=None, mode='tensor'):
+            logits = self.fc2(F.relu(self.fc1(inputs)))
+            return dict(loss=F.cross_entropy(logits, data_samples)) if mode == 'loss' else logits
+    return MLP
+
+
+def _iteration_marks(engine: str, reads: DeviceReads, per_iter: List[int]) -> list:
+    """Two hooks: the first of every ``before_train_iter`` and the last of every
+    ``after_train_iter``; between them, the reads of one iteration."""
+    hook_class = importlib.import_module(f'{engine}.hooks').Hook
+
+    class Start(hook_class):
+        priority = 'HIGHEST'
+
+        def before_train_iter(self, runner, batch_idx, data_batch=None):
+            per_iter.append(-reads.total)
+
+    class End(hook_class):
+        priority = 'LOWEST'
+
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            per_iter[-1] += reads.total
+    return [Start(), End()]
+
+
+def count(engine: str, config: dict, work_dir: str) -> Dict[str, float]:
+    """Train the toy model with ``engine`` ('minimm' or 'mmengine') under a DeviceReads; the
+    reads per iteration, and those that fell between log lines."""
+    runner_class = importlib.import_module(f'{engine}.runner').Runner
+    reads, per_iter = DeviceReads(), []
+    g = torch.Generator().manual_seed(0)
+    # One epoch of the dataloader is the whole run: an epoch's end would add a log line.
+    data = TensorDataset(torch.randn(ITERS * 32, 32, generator=g),
+                         torch.randint(0, 10, (ITERS * 32,), generator=g))
+    optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.01))
+    if config.get('clip'):
+        optim_wrapper['clip_grad'] = dict(max_norm=1.0)
+    if config.get('amp'):
+        optim_wrapper.update(type='AmpOptimWrapper', dtype='bfloat16')
+    hooks = _iteration_marks(engine, reads, per_iter)
+    if config.get('ema'):
+        hooks.append(dict(type='EMAHook'))
+    torch.manual_seed(0)
+    runner = runner_class(
+        model=_model_class(engine)(), work_dir=work_dir,
+        train_dataloader=DataLoader(data, batch_size=32, shuffle=True),
+        train_cfg=dict(by_epoch=False, max_iters=ITERS), optim_wrapper=optim_wrapper,
+        param_scheduler=dict(type='ConstantLR', factor=1.0, by_epoch=False),
+        default_hooks=dict(logger=dict(type='LoggerHook', interval=INTERVAL)),
+        custom_hooks=hooks, log_level='WARNING')
+    with reads:
+        runner.train()
+    between = sum(n for i, n in enumerate(per_iter) if (i + 1) % INTERVAL)
+    return dict(per_iter=sum(per_iter) / len(per_iter), between=between)
