@@ -109,3 +109,78 @@ def count(engine: str, config: dict, work_dir: str) -> Dict[str, float]:
         runner.train()
     between = sum(n for i, n in enumerate(per_iter) if (i + 1) % INTERVAL)
     return dict(per_iter=sum(per_iter) / len(per_iter), between=between)
+
+
+def _column(engine: str, no_ext: bool) -> dict:
+    """Run :func:`run` in a subprocess (its own ops backend, its own MessageHub and loggers)."""
+    env = dict(os.environ)
+    env.pop('MINIMM_NO_EXT', None)
+    if no_ext:
+        env['MINIMM_NO_EXT'] = '1'
+    done = subprocess.run([sys.executable, '-m', 'minimm.bench.syncs', '--engine', engine,
+                           '--json'], capture_output=True, text=True, env=env, timeout=1200)
+    if done.returncode:
+        raise RuntimeError(f'minimm bench syncs --engine {engine} failed:\n{done.stderr}')
+    return json.loads(done.stdout.strip().splitlines()[-1])[engine]
+
+
+def run(engine: str) -> dict:
+    """Every configuration with one engine, in this process: ``{config: counts or error}``."""
+    logging.getLogger(engine).setLevel(logging.ERROR)
+    result = {}
+    for name, config in CONFIGS.items():
+        with tempfile.TemporaryDirectory() as work_dir:
+            try:
+                result[name] = count(engine, config, work_dir)
+            except Exception as e:  # MMEngine's AmpOptimWrapper refuses a CPU-only machine
+                result[name] = dict(error=f'{type(e).__name__}: {str(e).splitlines()[0]}')
+    if engine == 'minimm':
+        from ..ops import backend_info
+        result['backend'] = backend_info()['cuda' if torch.cuda.is_available() else 'cpu']
+    return result
+
+
+def _cell(counts: dict) -> str:
+    if 'error' in counts:
+        return 'n/a'
+    return f"{counts['per_iter']:.2f} ({counts['between']})"
+
+
+def main(argv: Optional[List[str]] = None) -> dict:
+    parser = argparse.ArgumentParser(prog='minimm bench syncs', description=help_text(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--engine', choices=['minimm', 'mmengine'], default=None,
+                        help='count one engine in this process (default: every column)')
+    parser.add_argument('--json', action='store_true', help='print JSON instead of a table')
+    args = parser.parse_args(argv)
+    if args.engine:
+        columns = {args.engine: run(args.engine)}
+    else:
+        columns = {}
+        if importlib.util.find_spec('mmengine') is not None:
+            from mmengine import __version__
+            columns[f'MMEngine {__version__}'] = _column('mmengine', False)
+        columns['minimm (native ops)'] = _column('minimm', False)
+        columns['minimm (MINIMM_NO_EXT=1)'] = _column('minimm', True)
+    if args.json:
+        print(json.dumps(columns))
+        return columns
+    how = DeviceReads('cuda' if torch.cuda.is_available() else 'dispatch').describe()
+    print(f'Device reads per training iteration ({ITERS} iterations, a log line every '
+          f'{INTERVAL});\nin brackets, how many fell between log lines. Counted with {how}.')
+    width = max(len(name) for name in columns) + 2
+    print(f'{"configuration":<16}' + ''.join(f'{name:>{width}}' for name in columns))
+    for config in CONFIGS:
+        print(f'{config:<16}' + ''.join(f'{_cell(col[config]):>{width}}'
+                                        for col in columns.values()))
+    for name, col in columns.items():
+        if col.get('backend', {}).get('backend', 'native') != 'native' and 'NO_EXT' not in name:
+            print(f'{name}: the native ops are not loaded here ({col["backend"]["reason"]})')
+        for config in CONFIGS:
+            if 'error' in col[config]:
+                print(f'{name}, {config}: {col[config]["error"]}')
+    return columns
+
+
+if __name__ == '__main__':
+    main()

@@ -62,8 +62,8 @@ class DeviceReads(TorchDispatchMode):
     """A context that counts device reads (see the module docstring).
 
     Args:
-        mode: ``'dispatch'``, ``'cuda'``, or None: ``'cuda'`` when CUDA is initialised (a model
-            was put on a GPU), else ``'dispatch'``.
+        mode: ``'dispatch'``, ``'cuda'``, or None: decided on entering, ``'cuda'`` when CUDA is
+            initialised by then (a model was put on a GPU), else ``'dispatch'``.
 
     After (or during) the block: :attr:`total`, :attr:`by_owner` (a Counter of owners),
     :attr:`where` (a Counter of ``(owner, function)``) and :attr:`ops` (a Counter of what read:
@@ -72,10 +72,7 @@ class DeviceReads(TorchDispatchMode):
 
     def __init__(self, mode: Optional[str] = None):
         super().__init__()
-        if mode is None:
-            mode = 'cuda' if torch.cuda.is_available() and torch.cuda.is_initialized() else \
-                'dispatch'
-        if mode not in ('dispatch', 'cuda'):
+        if mode not in ('dispatch', 'cuda', None):
             raise ValueError(f"DeviceReads mode must be 'dispatch', 'cuda' or None, got {mode!r}")
         self.mode = mode
         self.owner: Optional[Tuple[str, str]] = None
@@ -134,6 +131,9 @@ class DeviceReads(TorchDispatchMode):
     # --- entering and leaving ---
 
     def __enter__(self):
+        if self.mode is None:  # decided now: the model is on its device by the time a run starts
+            cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+            self.mode = 'cuda' if cuda else 'dispatch'
         if self.mode == 'cuda':
             self._previous = torch.cuda.get_sync_debug_mode()
             self._catcher = warnings.catch_warnings()

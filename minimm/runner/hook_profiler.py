@@ -29,8 +29,8 @@ class HookProfiler:
         self.reads: Optional[DeviceReads] = None
 
     def __enter__(self) -> 'HookProfiler':
-        if self.reads is None:  # chosen at the first run, once the model is on its device
-            self.reads = DeviceReads()
+        if self.reads is None:
+            self.reads = DeviceReads()  # its mode is chosen when entered: where the model is
         self.reads.__enter__()
         return self
 
