@@ -167,3 +167,71 @@ def test_the_sync_audit_names_a_hook_that_reads(tmp_path):
     assert any(line.split() == [str(ITERS // 2), 'CheckInvalidLossHook.after_train_iter,', 'in',
                                 'test_sync_free.py:CheckInvalidLossHook.after_train_iter']
                for line in who), who
+
+
+def _filled(model, value):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(value)
+    return model
+
+
+@pytest.mark.parametrize('custom', [False, True], ids=['plan', 'loop'])
+def test_the_steps_counter_is_read_only_after_someone_else_wrote_it(custom):
+    from minimm.model import StochasticWeightAverage
+
+    class LoopSWA(StochasticWeightAverage):  # a custom avg_func: MMEngine's per-tensor loop
+        def avg_func(self, averaged_param, source_param, steps):
+            super().avg_func(averaged_param, source_param, steps)
+
+    model = torch.nn.Linear(3, 2)
+    swa = (LoopSWA if custom else StochasticWeightAverage)(_filled(model, 1.0))
+
+    def update(value):
+        with DeviceReads('dispatch') as reads:
+            swa.update_parameters(_filled(model, value))
+        return reads.by_owner.get(('loop', 'host_count.py:HostCount.get'), 0)
+
+    # 1, 2, 3, 6 average to 1, 1.5, 2, 3; the loop's avg_func reads steps itself (MMEngine's)
+    assert [update(v) for v in (1.0, 2.0, 3.0, 6.0)] == [0, 0, 0, 0]
+    assert swa.module.weight.flatten().tolist() == [3.0] * 6 and int(swa.steps) == 4
+    swa.steps.zero_()                       # written outside: read once, then known again
+    assert [update(5.0), update(7.0)] == [1, 0]
+    assert swa.module.weight.flatten().tolist() == [6.0] * 6   # a copy, then (5 + 7) / 2
+    other = StochasticWeightAverage(_filled(torch.nn.Linear(3, 2), 0.0))
+    other.steps.fill_(3)
+    swa.load_state_dict(other.state_dict())  # a resume: averages at count 3, weight 1/4
+    assert [update(4.0), update(4.0)] == [1, 0]
+    # 0 (loaded) + (4 - 0) / 4 = 1 at count 3, then 1 + (4 - 1) / 5 at count 4
+    assert swa.module.weight.flatten().tolist() == pytest.approx([1.6] * 6)
+    assert int(swa.steps) == 5
+
+
+def test_the_fallback_plan_reads_steps_only_when_not_told_its_value():
+    from minimm.ops import EMAPlan
+    ema, src = [torch.zeros(3)], [torch.ones(3)]
+    plan, steps = EMAPlan(ema, src, rule='swa', backend='ref'), torch.tensor(0)
+    with DeviceReads('dispatch') as told:
+        plan.step(steps, 0)
+        plan.step(steps, 1)
+    with DeviceReads('dispatch') as not_told:
+        plan.step(steps)
+    assert (told.total, not_told.total, int(steps)) == (0, 1, 3)
+    assert ema[0].tolist() == [1.0] * 3
+
+
+def test_fp16_loss_scaling_reads_found_inf_inside_torch_once_per_step():
+    from minimm.optim import AmpOptimWrapper
+    model = torch.nn.Linear(4, 1)
+    wrapper = AmpOptimWrapper(optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                              dtype='float16', clip_grad=dict(max_norm=1.0))
+    wrapper.loss_scaler = torch.amp.GradScaler('cpu')  # what AmpOptimWrapper has on CUDA
+    with DeviceReads('dispatch') as reads:
+        for _ in range(3):
+            with wrapper.optim_context(model):
+                loss = model(torch.randn(8, 4)).float().pow(2).mean()
+            wrapper.update_params(loss)
+    # GradScaler.step reads found_inf (torch's code, not minimm's), once per step; unscale_,
+    # the clipping and update() read nothing
+    assert reads.where == {(('loop', 'amp_optim_wrapper.py:AmpOptimWrapper.step'),
+                            'amp_optim_wrapper.py:AmpOptimWrapper.step'): 3}

@@ -8,7 +8,9 @@ the default hooks with ``LoggerHook(interval=50)`` — is run under
 * **+ EMAHook** (``ExponentialMovingAverage``);
 * **+ clip_grad** (``clip_grad=dict(max_norm=1.0)``);
 * **+ bf16 AMP** (``AmpOptimWrapper(dtype='bfloat16')``: autocast, no GradScaler);
-* **all three**.
+* **all three**;
+* on a GPU also **+ fp16 AMP**, whose ``GradScaler`` reads ``found_inf`` inside torch at every
+  step (one read per iteration that only the scaler's own design could remove).
 
 For each it prints the device reads per iteration (those of the iterations' hooks, model and
 optimizer; set-up and the end of the run are not counted) and how many of them fell between log
@@ -42,9 +44,13 @@ CONFIGS = {
     'default hooks': {},
     '+ EMAHook': dict(ema=True),
     '+ clip_grad': dict(clip=True),
-    '+ bf16 AMP': dict(amp=True),
-    'all three': dict(ema=True, clip=True, amp=True),
+    '+ bf16 AMP': dict(amp='bfloat16'),
+    'all three': dict(ema=True, clip=True, amp='bfloat16'),
 }
+if torch.cuda.is_available():  # fp16 has a GradScaler only on CUDA
+    CONFIGS['+ fp16 AMP'] = dict(amp='float16')
+FP16_NOTE = ('fp16 AMP (CUDA only) adds one read per iteration inside torch: GradScaler.step '
+             'reads found_inf to decide whether to skip the step.')
 
 
 def _model_class(engine: str):
@@ -93,7 +99,7 @@ def count(engine: str, config: dict, work_dir: str) -> Dict[str, float]:
     if config.get('clip'):
         optim_wrapper['clip_grad'] = dict(max_norm=1.0)
     if config.get('amp'):
-        optim_wrapper.update(type='AmpOptimWrapper', dtype='bfloat16')
+        optim_wrapper.update(type='AmpOptimWrapper', dtype=config['amp'])
     hooks = _iteration_marks(engine, reads, per_iter)
     if config.get('ema'):
         hooks.append(dict(type='EMAHook'))
@@ -173,6 +179,7 @@ def main(argv: Optional[List[str]] = None) -> dict:
     for config in CONFIGS:
         print(f'{config:<16}' + ''.join(f'{_cell(col[config]):>{width}}'
                                         for col in columns.values()))
+    print(FP16_NOTE)
     for name, col in columns.items():
         if col.get('backend', {}).get('backend', 'native') != 'native' and 'NO_EXT' not in name:
             print(f'{name}: the native ops are not loaded here ({col["backend"]["reason"]})')
