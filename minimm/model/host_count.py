@@ -3,11 +3,11 @@
 ``steps`` is an int64 tensor buffer on the averaged copy's device (MMEngine's, so checkpoints hold
 it), incremented in place at every update. The native kernels read it on the device. The PyTorch
 fallback and MMEngine's per-tensor loop decide in Python — copy on the first call, average on
-every ``interval``-th, the annealed or SWA weight — and ``int(steps)`` would make the host wait for
-the device at every update (DESIGN principle 9). So the count is kept on the host as well, beside
-the tensor's version counter (``steps._version``: host metadata that every in-place write bumps).
-The tensor is read only when someone else wrote it since: ``load_state_dict`` (a resume),
-``steps.zero_()``, a copy of the model or a move to another device.
+every ``interval``-th, the annealed or SWA weight — and ``int(steps)`` would make the host wait
+for the device at every update (DESIGN principle 9). So the count is kept on the host as well,
+beside the tensor's version counter (``steps._version``: host metadata that every in-place write
+bumps). The tensor is read only when someone else wrote it since: ``load_state_dict`` (a
+resume), ``steps.zero_()``, a copy of the model or a move to another device.
 """
 from torch import Tensor
 

@@ -8,8 +8,8 @@ late and the GPU idles in between. This module counts those reads, two ways:
 * ``'dispatch'`` (the default without CUDA): a ``TorchDispatchMode`` sees every aten op and counts
   the ones that would wait on a GPU — ``aten._local_scalar_dense`` (what every ``item``, ``float``
   and ``bool`` of a tensor becomes), ``nonzero``, ``masked_select``, boolean indexing, ``unique``,
-  ``equal``... — plus ``Tensor.tolist`` and ``Tensor.numpy``, which read CPU memory without an aten
-  op and are therefore wrapped while counting. On the CPU nothing waits, but the same code on a
+  ``equal``... — plus ``Tensor.tolist`` and ``Tensor.numpy``, which read CPU memory without an
+  aten op and are therefore wrapped while counting. On the CPU nothing waits, but the same code on a
   GPU would: the CPU stands in for the device.
 * ``'cuda'`` (the default where CUDA is in use): ``torch.cuda.set_sync_debug_mode('warn')`` makes
   torch warn at each synchronising CUDA call; the warnings are counted, not shown.

@@ -339,10 +339,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @contextlib.contextmanager
     def _closing_on_failure(self):
-        """Close the log file and the visualizer's backends when a run fails, so nothing stays
-        open or unflushed. (After a run that succeeds, the LoggerHook has closed the visualizer,
-        and the log file stays open for later runs, as in MMEngine.) With ``profile_hooks``,
-        the profiler counts the device reads of the run inside."""
+        """Close the log file and the visualizer's backends when a run fails (after a run that
+        succeeds the LoggerHook has closed the visualizer; the log file stays open for later
+        runs, as in MMEngine). With ``profile_hooks``, the profiler counts the device reads."""
         try:
             with self._hook_profiler or contextlib.nullcontext():
                 yield
