@@ -66,7 +66,8 @@ def _kept(value: torch.Tensor) -> torch.Tensor:
         raise ValueError(f'a scalar must have exactly one element, got shape {tuple(value.shape)}')
     if value.is_complex():
         raise TypeError(f'log_val must be int or float, got a {value.dtype} tensor')
-    return value.detach().clone()
+    value = value.detach()
+    return (value.reshape(()) if value.dim() else value).clone()  # 0-dim: they stack as they are
 
 
 def host_values(items: list) -> list:
@@ -79,7 +80,7 @@ def host_values(items: list) -> list:
             groups.setdefault((item.device, item.dtype), []).append(i)
     values = list(items)
     for indices in groups.values():
-        stacked = torch.stack([items[i].reshape(()) for i in indices])
+        stacked = torch.stack([items[i] for i in indices])
         for i, value in zip(indices, stacked.tolist()):
             values[i] = value
     return values
