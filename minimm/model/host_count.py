@@ -19,17 +19,15 @@ class HostCount:
         self._note(steps, value)
 
     def _note(self, steps: Tensor, value: int) -> None:
-        self._tensor, self._version, self.value = steps, steps._version, value
+        self._tensor, self.value = steps, value
+        self._version = None if steps.is_inference() else steps._version  # inference: none
 
     def get(self, steps: Tensor) -> int:
         """``int(steps)``: the host copy, unless ``steps`` was written by someone else since."""
-        if steps.is_inference():  # an inference tensor has no version counter
-            return int(steps)
-        if steps is not self._tensor or steps._version != self._version:
+        if steps.is_inference() or steps is not self._tensor or steps._version != self._version:
             self._note(steps, int(steps))  # a device read, once after each outside write
         return self.value
 
     def incremented(self, steps: Tensor) -> None:
         """Note that ``steps`` was just incremented by one (by a plan step or ``steps += 1``)."""
-        if not steps.is_inference():
-            self._note(steps, self.value + 1)
+        self._note(steps, self.value + 1)
