@@ -45,6 +45,11 @@ MODEL_STEPS = ('train_step', 'val_step', 'test_step')
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
+def _skipped(filename: str) -> bool:
+    """Frames that never name who read: torch's own, this module's, the warnings machinery's."""
+    return filename.startswith(_TORCH_DIR) or filename in (__file__, warnings.__file__)
+
+
 def _function_name(frame) -> str:
     """``file.py:Class.method`` of a frame."""
     code = frame.f_code
@@ -96,8 +101,7 @@ class DeviceReads(TorchDispatchMode):
         inner = None
         owner = self.owner
         while frame is not None:
-            filename = frame.f_code.co_filename
-            if not filename.startswith(_TORCH_DIR) and filename != __file__:
+            if not _skipped(frame.f_code.co_filename):
                 if inner is None:
                     inner = _function_name(frame)
                 if owner is None and frame.f_code.co_name in MODEL_STEPS:
