@@ -95,3 +95,25 @@ def test_cuda_mode_counts_synchronising_calls():
         (t * 2).sum().item()
         t.add_(1)
     assert reads.total == 1
+
+
+def test_cuda_mode_counts_torchs_sync_warnings_and_passes_others_on(monkeypatch):
+    # Without a GPU: torch's sync debug switch is replaced, and its warning raised by hand, as
+    # torch raises it at each synchronising CUDA call in 'warn' mode.
+    import warnings
+    modes = []
+    monkeypatch.setattr(torch.cuda, 'get_sync_debug_mode', lambda: 0)
+    monkeypatch.setattr(torch.cuda, 'set_sync_debug_mode', modes.append)
+
+    def train_step():
+        warnings.warn('called a synchronizing CUDA operation (Triggered internally at x.cpp)')
+
+    with pytest.warns(UserWarning, match='something else'):
+        with DeviceReads('cuda') as reads:
+            train_step()
+            train_step()
+            warnings.warn('something else')
+    assert modes == ['warn', 0] and reads.total == 2 and reads.ops == {'cuda sync': 2}
+    assert set(reads.where) == {(('model', 'train_step'), 'test_device_reads.py:test_cuda_mode_'
+                                 'counts_torchs_sync_warnings_and_passes_others_on.<locals>.'
+                                 'train_step')}
