@@ -2,7 +2,7 @@
 
 The same toy training — a 2-layer MLP, batch 32, SGD, ``IterBasedTrainLoop`` of 200 iterations,
 the default hooks with ``LoggerHook(interval=50)`` — is run under
-:class:`minimm.runner.device_reads.DeviceReads`, in several configurations:
+``DeviceReads`` (minimm/runner/device_reads.py), in several configurations:
 
 * **default hooks**;
 * **+ EMAHook** (``ExponentialMovingAverage``);
