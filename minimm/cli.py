@@ -24,7 +24,7 @@ DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook',
               'syncs': 'minimm.bench.syncs'}
-PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr'}
+PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr'}
 
 
 def help_text(docstring: str) -> str:
