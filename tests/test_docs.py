@@ -300,18 +300,20 @@ def test_zh_cn_uses_one_term_per_concept(doc):
 # listed in tests/course_names.txt: as data, because some of them name backend code, and a test
 # module that does must run in both CI lanes (tests/backend_words.py).
 COURSE_NAMES = Path(__file__).with_name('course_names.txt')
+# The reference pages (every hook of each world, in a table) are part of the course's prose.
+REFERENCE_PAGES = sorted(TUTORIALS.glob('reference_*.md'))
 PRIORITY_LEVELS = {'HIGHEST': 0, 'VERY_HIGH': 10, 'HIGH': 30, 'ABOVE_NORMAL': 40, 'NORMAL': 50,
                    'BELOW_NORMAL': 60, 'LOW': 70, 'VERY_LOW': 90, 'LOWEST': 100}
 
 
 def test_the_course_teaches_the_hook_names_and_the_priority_levels():
-    prose = '\n'.join(FENCED.sub('', doc.read_text(encoding='utf-8'))
-                      for doc in NUMBERED if doc.parent == TUTORIALS)
+    pages = [doc for doc in NUMBERED if doc.parent == TUTORIALS] + REFERENCE_PAGES
+    prose = '\n'.join(FENCED.sub('', doc.read_text(encoding='utf-8')) for doc in pages)
     names = sorted({name for line in COURSE_NAMES.read_text(encoding='utf-8').splitlines()
                     if not line.startswith('#') for name in line.split()})
     assert len(names) > 50, f'{COURSE_NAMES.name} lists only {len(names)} names'
     missing = [name for name in names if f'`{name}' not in prose]
-    assert not missing, f'never named in the prose of the English tutorials: {missing}'
+    assert not missing, f'never named in the prose of the English course: {missing}'
     unnamed = [level for level, value in PRIORITY_LEVELS.items()
                if not re.search(rf'`{level}` \(?{value}\b', prose)]
     assert not unnamed, f'priority levels never named with their number: {unnamed}'
