@@ -65,7 +65,8 @@ def code_arguments(cls) -> List[Tuple[str, object]]:
     for name, parameter in inspect.signature(cls.__init__).parameters.items():
         if name == 'self':
             continue
-        prefix = {parameter.VAR_POSITIONAL: '*', parameter.VAR_KEYWORD: '**'}.get(parameter.kind, '')
+        stars = {parameter.VAR_POSITIONAL: '*', parameter.VAR_KEYWORD: '**'}
+        prefix = stars.get(parameter.kind, '')
         arguments.append((prefix + name, parameter.default))
     return arguments
 
