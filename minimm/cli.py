@@ -23,7 +23,7 @@ from typing import List, Optional
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook'}
-PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr'}
+PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr'}
 
 
 def help_text(docstring: str) -> str:
