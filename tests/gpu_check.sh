@@ -17,8 +17,10 @@
 #   training    EMAHook on cuda:0, AmpOptimWrapper fp16 resume, SyncBuffersHook over NCCL, the
 #               CUDA cases of the model tests;
 #   op suites   the CPU/CUDA op suites on this build;
-#   benchmarks  short tables, kept in bench.txt, last.
-# Every step has its own time limit and the whole run a deadline (BUDGET_S, default 540 s): a
+#   benchmarks  short tables, kept in bench.txt, and the device reads per iteration (bench syncs);
+#   memcheck    last and short, under compute-sanitizer; a runtime whose sanitizer refuses the
+#               device is a "skipped" line, not a failure.
+# Every step has its own time limit and the whole run a deadline (BUDGET_S, default 450 s): a
 # hang costs one step, and the summary table (step, result, seconds), printed last, always comes.
 # $OUT (default /tmp/minimm_gpu_check/out) gets only gpu_check.log, bench.txt, summary.txt and
 # backend.json; the build folder, pytest's and hypothesis's caches go under /tmp.
@@ -118,7 +120,19 @@ info = ops.backend_info(); json.dump(info, open(sys.argv[1], "w"), indent=1); pr
 assert info["cuda"]["backend"] == "native", info' "$RESULTS/backend.json"
 if [[ "${rows[-1]}" != build\|passed* ]]; then summary; exit 1; fi
 
-step "cuda ops" 80 "${PYTEST[@]}" tests/test_ops_cuda.py tests/test_ops_cuda_equal.py
+step "cuda ops" 120 "${PYTEST[@]}" tests/test_ops_cuda.py tests/test_ops_cuda_equal.py
+step training 60 "${PYTEST[@]}" tests/test_gpu_training.py
+step "cuda cases" 45 "${PYTEST[@]}" tests/test_base_model.py tests/test_optim_wrapper.py -k cuda
+step "op suites" 90 "${PYTEST[@]}" tests/test_ops_ema.py tests/test_ops_pack.py tests/test_ops_schema.py \
+    tests/test_ops_agree.py tests/test_averaged_model.py
+echo "minimm GPU check, $(date -u +%Y-%m-%d), $gpu" > "$RESULTS/bench.txt"
+step "bench ema" 40 "$PYTHON" -m minimm bench ema --device cuda --workloads resnet50 small resnet50_bf16 \
+    >> "$RESULTS/bench.txt" 2>&1
+step "bench hook" 40 "$PYTHON" -m minimm bench ema-hook --rounds 2 >> "$RESULTS/bench.txt" 2>&1
+step "bench pack" 30 "$PYTHON" -m minimm bench pack --device cuda >> "$RESULTS/bench.txt" 2>&1
+# The sync-free step on a GPU: set_sync_debug_mode's count of the CUDA waits per iteration.
+step "device reads" 30 "${PYTEST[@]}" tests/test_device_reads.py -k cuda
+step "bench syncs" 90 "$PYTHON" -m minimm bench syncs >> "$RESULTS/bench.txt" 2>&1
 
 # ---- memcheck: some runtimes' sanitizer refuses the device ("Device not supported", then
 # error 999 at the first allocation); that is a skip, not a failure.

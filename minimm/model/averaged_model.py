@@ -55,6 +55,7 @@ from torch import Tensor, nn
 
 from minimm.ops import FusedAveraging, averaging_weight, ema_update_ref, first_names
 from minimm.registry import MODELS
+from .host_count import HostCount
 
 DEFAULT_MOMENTUM = 0.0002
 EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
@@ -92,6 +93,7 @@ class BaseAveragedModel(nn.Module):
         self.register_buffer('steps', torch.tensor(0, dtype=torch.long, device=device))
         self.update_buffers = update_buffers
         self._fused = FusedAveraging()  # the fast path's state (minimm/ops/averaging.py)
+        self._host_steps = HostCount(self.steps, 0)  # the plan's fallback and the loop read it
 
     @property
     def avg_parameters(self) -> Dict[str, Tensor]:
@@ -138,7 +140,7 @@ class BaseAveragedModel(nn.Module):
             return  # the whole step ran as one fused plan call
         averaged = self.avg_parameters
         src_parameters = self._source_entries(model, averaged)
-        steps = int(self.steps)
+        steps = self._host_steps.get(self.steps)
         for name, p_avg in averaged.items():
             source = src_parameters[name].detach().to(p_avg.device)
             if steps == 0 or (steps % self.interval == 0 and not p_avg.is_floating_point()):
@@ -149,6 +151,7 @@ class BaseAveragedModel(nn.Module):
             for b_avg, b_src in zip(self.module.buffers(), model.buffers()):
                 b_avg.copy_(b_src.detach().to(b_avg.device))
         self.steps += 1
+        self._host_steps.incremented(self.steps)
 
     @property
     def backend(self) -> Optional[str]:

@@ -108,7 +108,15 @@ class FusedAveraging:
             plan = self.plan_for(averaged, model, rule)
             if plan is None:
                 return False
-        plan.step([a.steps for a in averaged] if len(averaged) > 1 else averaged[0].steps)
+        # Each model's host copy of its counter (minimm/model/host_count.py): the fallback then
+        # decides without reading the device.
+        counts = [a._host_steps.get(a.steps) for a in averaged]
+        if len(averaged) > 1:
+            plan.step([a.steps for a in averaged], counts)
+        else:
+            plan.step(averaged[0].steps, counts[0])
+        for a in averaged:
+            a._host_steps.incremented(a.steps)
         return True
 
     def plan_for(self, averaged: Sequence[nn.Module], model: nn.Module,

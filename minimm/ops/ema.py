@@ -303,10 +303,13 @@ class EMAPlan:
         replayed: dropping the plan then frees memory the graph uses."""
         return self._native is not None and self._native.captured()
 
-    def step(self, steps: Union[Tensor, Sequence[Tensor]]) -> None:
+    def step(self, steps: Union[Tensor, Sequence[Tensor]],
+             count: Union[None, int, Sequence[int]] = None) -> None:
         """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device
         (one per target, in a list, for a :meth:`joint` plan), read before and incremented after
-        (as MMEngine's ``steps`` buffer)."""
+        (as MMEngine's ``steps`` buffer). ``count`` is its value (a list of them for a joint plan)
+        when the caller knows it without reading the device (the averaged models keep it on the
+        host); else the fallback reads it, which waits for the device. The kernels ignore it."""
         counters = [steps] if isinstance(steps, Tensor) else list(steps)
         if len(counters) != len(self.targets):
             raise ValueError(f'EMAPlan.step: {len(self.targets)} targets need as many counters, '
@@ -322,8 +325,12 @@ class EMAPlan:
                 raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on '
                                  f'{self.device}, got {counter.dtype} with {counter.numel()} '
                                  f'elements on {counter.device}')
-        for target, (pairs, mirrored), steps in zip(self.targets, self._pairs, counters):
-            count = int(steps)  # a host read: the fallback decides in Python
+        counts = ([None] * len(counters) if count is None
+                  else [count] if isinstance(count, int) else list(count))
+        for target, (pairs, mirrored), steps, count in zip(self.targets, self._pairs, counters,
+                                                          counts):
+            if count is None:
+                count = int(steps)  # a host read: the fallback decides in Python
             if count == 0:
                 pairs.copy()
             elif count % target.interval == 0:
