@@ -39,6 +39,10 @@ class CheckpointError(RuntimeError):
     """A checkpoint file that cannot be read; the message names the file and the reason."""
 
 
+class UntrustedCheckpointError(CheckpointError):
+    """A checkpoint that needs arbitrary unpickling, read without ``trusted=True``."""
+
+
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """A checkpoint file that does not exist (a ``FileNotFoundError``, as MMEngine raises)."""
 
@@ -122,6 +126,28 @@ def resume_candidates(latest: str) -> List[str]:
     return [latest] + [path for _, path in sorted(older, reverse=True)]
 
 
+NUMBERED = re.compile(r'(epoch|iter)_(\d+)\.pth')
+
+
+def numbered_checkpoints(folder: str) -> List[str]:
+    """The ``epoch_N.pth`` and ``iter_N.pth`` files in ``folder``, highest number first (an
+    ``epoch_N`` before an ``iter_N`` of the same number): what a run resumes from when its
+    record of the latest checkpoint is missing."""
+    found = [(int(match.group(2)), match.group(1) == 'epoch', osp.join(folder, name))
+             for name in (os.listdir(folder) if osp.isdir(folder) else [])
+             for match in [NUMBERED.fullmatch(name)] if match]
+    return [path for _, _, path in sorted(found, reverse=True)]
+
+
+def set_aside(path: str) -> str:
+    """Rename an unreadable checkpoint to ``<path>.unreadable``, so a resumed run that writes
+    ``path`` again does not overwrite it; return the words that say so ('' if there is no file)."""
+    if not osp.isfile(path) or osp.islink(path):
+        return ''
+    os.replace(path, path + '.unreadable')
+    return f' (kept as {path}.unreadable)'
+
+
 def _not_a_checkpoint(filename: str) -> Optional[str]:
     """Why ``filename`` cannot be a PyTorch checkpoint, judged from its first bytes, or None.
     torch.save writes a zip archive (``PK``); older files are a pickle (``0x80``)."""
@@ -158,7 +184,7 @@ def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = Fals
         needed = re.search(r'Unsupported global: GLOBAL (\S+)', str(e))
         if needed is None or trusted:
             raise CheckpointError(f'cannot read checkpoint {filename!r}: {e}') from e
-        raise CheckpointError(
+        raise UntrustedCheckpointError(
             f'checkpoint {filename!r} needs arbitrary unpickling (it holds a {needed.group(1)} '
             'object, as checkpoints written by MMEngine do), which can run code from the file. '
             'Only if you trust the file, load it with load_from=dict(path=..., trusted=True) '

@@ -28,7 +28,6 @@ MMEngine exposes as read-only properties without computing anything (``work_dir`
 import contextlib
 import copy
 import logging
-import os
 import os.path as osp
 import time
 from operator import attrgetter
@@ -52,6 +51,7 @@ from ..randomness import set_random_seed
 from ..registry import RUNNERS, DefaultScope
 from .builders import BuildMixin
 from ..checkpoint import unwrap_model
+from ..work_dir import make_work_dir
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
@@ -121,8 +121,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
                  profile_hooks: bool = False):
-        self.work_dir = osp.abspath(work_dir)
-        os.makedirs(self.work_dir, exist_ok=True)
+        self.work_dir = make_work_dir(work_dir)
         if cfg is None:
             self.cfg = Config(dict())
         elif isinstance(cfg, Config):
@@ -156,7 +155,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self.seed = set_random_seed(**self._randomness_cfg)
         self.deterministic = bool(self._randomness_cfg.get('deterministic', False))
 
-        self.timestamp = self._shared_timestamp()
+        self._claim_work_dir()  # locks it (a busy one is refused) and sets timestamp, log_dir
         if experiment_name is not None:
             self._experiment_name = f'{experiment_name}_{self.timestamp}'
         elif self.cfg.filename is not None:
@@ -164,8 +163,6 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             self._experiment_name = f'{stem}_{self.timestamp}'
         else:
             self._experiment_name = self.timestamp
-        self._log_dir = osp.join(self.work_dir, self.timestamp)
-        os.makedirs(self._log_dir, exist_ok=True)
         # From here on every build looks in this package's registries first.
         self.default_scope = None if default_scope is None else DefaultScope.create_instance(
             self._experiment_name, scope_name=default_scope)

@@ -20,6 +20,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from minimm.dist import broadcast
+from minimm.work_dir import own_path
 
 from ..test import multi_gpu_test, single_gpu_test
 from .checkpoint import out_dir_for
@@ -126,8 +127,9 @@ class EvalHook(Hook):
             warnings.warn('runner.meta is None. Creating an empty one.')
             runner.meta = dict()
         hook_msgs = runner.meta.setdefault('hook_msgs', dict())
-        # A resumed run goes on from the best checkpoint it had.
-        self.best_ckpt_path = hook_msgs.get('best_ckpt', None)
+        # A resumed run goes on from the best checkpoint it had; of a copied work dir, from the
+        # file of that name in its own folder (MMCV deletes the original's, the recorded path).
+        self.best_ckpt_path = own_path(hook_msgs.get('best_ckpt', None), self.out_dir)
 
     def _resumed_past_start(self, current: int) -> bool:
         """True at most once, on the first call: when training (re)starts at or after
