@@ -221,6 +221,38 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     return model.module if isinstance(model, wrappers) else model
 
 
+def _some(keys) -> str:
+    keys = list(keys)
+    return ', '.join(keys[:3]) + (', ...' if len(keys) > 3 else '') if keys else 'none'
+
+
+def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=(),
+              purpose: Optional[str] = None) -> None:
+    """Raise a ValueError when ``state_dict`` (keys renamed by ``revise_keys``) holds none of
+    ``module``'s weights (another model's file, a dict of other things); with ``purpose``
+    ('resume', 'test'), also when it lacks any of them: a partly loaded model cannot go on
+    training as before, and its test score would be a number about no model."""
+    own = {key: value for key, value in unwrap_model(module).state_dict().items()
+           if 'num_batches_tracked' not in key}
+    theirs = {}
+    for key, value in state_dict.items():
+        for pattern, replacement in revise_keys:
+            key = re.sub(pattern, replacement, key)
+        theirs[key] = value
+    lacking = [key for key, value in own.items()
+               if getattr(theirs.get(key), 'shape', None) != value.shape]
+    name = type(unwrap_model(module)).__name__
+    if own and len(lacking) == len(own):
+        raise ValueError(f'checkpoint {filename!r} holds none of the weights of the model '
+                         f'({name}): none of its keys ({_some(theirs)}) names a weight of the '
+                         f'model ({_some(own)}) with the same shape. Is it another model\'s file?')
+    if purpose is not None and lacking:
+        raise ValueError(f'cannot {purpose} from checkpoint {filename!r}: {len(lacking)} of the '
+                         f'{len(own)} weights of the model ({name}) are missing from it or have '
+                         f'another shape ({_some(lacking)}); to {purpose}, give a checkpoint of '
+                         'this model (load_from starts from part of another model\'s weights)')
+
+
 def load_what_fits(module: nn.Module, state_dict: dict, what: str = 'model') -> Optional[str]:
     """Load ``state_dict`` into ``module`` module by module, skipping what does not fit; return
     the report of unexpected, missing and mismatched keys (``None`` when all matched).

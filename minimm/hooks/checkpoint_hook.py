@@ -25,6 +25,7 @@ the hook is built (MMEngine forwards them to ``save_checkpoint``, so a typo only
 save).
 """
 import hashlib
+import math
 import os
 import os.path as osp
 import pickle
@@ -273,6 +274,9 @@ class CheckpointHook(Hook):
             ckpt_key = 'best_ckpt' if single else f'best_ckpt_{key}'
             best_score = hub.get_info(score_key, self.init_value_map[rule])
             if score is None or not self.is_better_than[key](score, best_score):
+                continue
+            if not math.isfinite(score):  # minimm's: an inf is never "best" (MMEngine saves it)
+                runner.logger.warning(f'{key} is {score}: not kept as the best checkpoint')
                 continue
             best_ckpt_updated = True
             hub.update_info(score_key, score)

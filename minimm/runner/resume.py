@@ -32,8 +32,10 @@ from ..optim import OptimWrapper
 from ..optim.scheduler import _ParamScheduler
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from ..checkpoint import UntrustedCheckpointError, numbered_checkpoints, set_aside
+from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
+                          set_aside)
 from ..work_dir import lock_work_dir, own_path
+from .base_loop import BaseLoop
 from .loops import EpochBasedTrainLoop
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
                          _load_checkpoint_to_model, find_latest_checkpoint, get_state_dict,
@@ -82,7 +84,10 @@ class CheckpointMixin:
         elif self._resume:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
-            self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
+            checkpoint = self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
+            if not isinstance(self._train_loop, BaseLoop):  # val()/test() alone: a whole model
+                check_fit(self.model, checkpoint.get('state_dict', checkpoint), self._load_from,
+                          DEFAULT_REVISE_KEYS, 'test')
 
     def _auto_resume(self) -> None:
         """``resume=True``: resume from the checkpoint ``last_checkpoint`` names, else from the
@@ -128,7 +133,11 @@ class CheckpointMixin:
         ``trusted=True`` allows a file that needs arbitrary unpickling."""
         # No logger, as in MMEngine: the "Loads checkpoint by ... backend" line goes to stdout.
         checkpoint = _load_checkpoint(filename, map_location, trusted=trusted)
+        if 'state_dict' not in checkpoint and checkpoint and all(
+                isinstance(value, torch.Tensor) for value in checkpoint.values()):
+            checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys)
         _load_checkpoint_to_model(self.model, checkpoint, strict, self.logger, revise_keys)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
@@ -141,6 +150,11 @@ class CheckpointMixin:
         if map_location == 'default':
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
         checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
+        if 'meta' not in checkpoint:
+            raise ValueError(f'cannot resume from {filename!r}: it holds weights only (keys: '
+                             f'{sorted(checkpoint)[:4]}), not the counters and optimizer state of '
+                             'a run; start from its weights with load_from, or test it')
+        check_fit(self.model, checkpoint['state_dict'], filename, DEFAULT_REVISE_KEYS, 'resume')
         meta = checkpoint['meta']
         # The loop's counters are read-only properties over these, as in MMEngine.
         self.train_loop._epoch = meta['epoch']

@@ -55,7 +55,7 @@ from ..work_dir import make_work_dir
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
-from .checks import check_scheduler_cfg, warn_duplicate_hooks
+from .checks import check_options, warn_duplicate_hooks
 
 ConfigType = Union[dict, Config]
 
@@ -131,7 +131,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
-        check_scheduler_cfg(param_scheduler, optim_wrapper)
+        check_options(locals())  # every option's value, before anything is built (checks.py)
         self.auto_scale_lr = auto_scale_lr
         _all_or_none('val_dataloader, val_cfg, val_evaluator',
                      [val_dataloader, val_cfg, val_evaluator])

@@ -10,6 +10,7 @@ MMCV's quirks are kept: a score of 0 never saves; a ``less_keys`` given as a str
 Different: local disk only (no ``file_client_args``); the log line about where the best
 checkpoint goes names no file backend.
 """
+import math
 import os
 import os.path as osp
 import warnings
@@ -180,7 +181,7 @@ class EvalHook(Hook):
         runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
         key_score = self.evaluate(runner, results)
         # MMCV's quirk: a score that is None *or 0* saves nothing.
-        if self.save_best and key_score:
+        if self.save_best and key_score and math.isfinite(key_score):  # minimm: not NaN or inf
             self._save_ckpt(runner, key_score)
 
     def _save_ckpt(self, runner, key_score):
