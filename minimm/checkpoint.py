@@ -25,6 +25,7 @@ import pickle
 import re
 import tempfile
 from collections import OrderedDict
+from errno import ENOSPC
 from typing import List, Optional
 
 import torch
@@ -71,9 +72,15 @@ def _atomic_write(path: str, write) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp_path, _file_mode())
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as error:
         if osp.exists(tmp_path):
             os.remove(tmp_path)
+        cause = error  # torch reports a full disk as "unexpected pos ...", the cause behind it
+        while cause is not None and not (isinstance(cause, OSError) and cause.errno == ENOSPC):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise OSError(ENOSPC, f'No space left on device: {path} was not written (the files '
+                          'already there are intact)') from error
         raise
     if os.name == 'posix':
         dir_fd = os.open(folder, os.O_RDONLY)

@@ -29,6 +29,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from ..logging.logger import DETAIL
 from ..plain_data import to_plain_data
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
@@ -96,7 +97,10 @@ class LoggerHook(Hook):
                          outputs: Optional[dict] = None) -> None:
         end_of_epoch = self.end_of_epoch(runner.train_dataloader, batch_idx)
         if self.every_n_train_iters(runner, self.interval_exp_name) or end_of_epoch:
-            runner.logger.info(f'Exp name: {runner.experiment_name}')
+            # Once on the terminal; every time in the log file (MMEngine: every time).
+            runner.logger.info(f'Exp name: {runner.experiment_name}',
+                               extra=DETAIL if getattr(self, '_named', False) else None)
+            self._named = True
         if not (self.every_n_inner_iters(batch_idx, self.interval)
                 or (end_of_epoch and (not self.ignore_last
                                       or len(runner.train_dataloader) <= self.interval))):

@@ -153,7 +153,9 @@ def check_options(options: dict) -> None:
         wrong = problem('bool', train_cfg.get('by_epoch', True))
         if wrong:
             raise ValueError(f'train_cfg.by_epoch={train_cfg["by_epoch"]!r}: {wrong}')
-        # The counters are check_train_cfg's, with its more exact messages.
+        for key, minimum in TRAIN_CFG_MINIMUMS.items():  # the counters: whole numbers
+            if key in train_cfg:
+                whole_number(f'train_cfg.{key}', train_cfg[key], minimum)
         _check_entry({k: v for k, v in train_cfg.items() if k != 'by_epoch' and k not in
                       TRAIN_CFG_MINIMUMS}, LOOPS, 'train_cfg', default)
     for key, default in (('val_cfg', 'ValLoop'), ('test_cfg', 'TestLoop')):

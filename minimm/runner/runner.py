@@ -46,6 +46,7 @@ from ..config.top_level_keys import RUNNER_KEYS, warn_unknown_keys
 from ..dist import get_dist_info, master_only
 from ..hooks import Hook
 from ..logging import Visualizer
+from ..logging.logger import DETAIL
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from ..registry import RUNNERS, DefaultScope
@@ -188,7 +189,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self.register_hooks(default_hooks, custom_hooks)
         warn_duplicate_hooks(default_hooks, custom_hooks, self.logger)
         self._log_env()
-        self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}')
+        self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
+                         extra=DETAIL)
         self._dump_config()
 
     @classmethod
@@ -355,12 +357,12 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     # ------------------------------------------------------------------ logging helpers
     def _log_env(self) -> None:
-        from ..ops import backend_info
+        from ..ops import backend_words
         self.logger.info(f'minimm {__version__}, torch {torch.__version__}, '
                          f'rank {self.rank}/{self.world_size}, seed {self.seed}')
-        self.logger.info(f'native ops: {backend_info()}')
+        self.logger.info(f'native ops: {backend_words()}')
         if self.cfg:
-            self.logger.info(f'Config:\n{self.cfg.pretty_text}')
+            self.logger.info(f'Config:\n{self.cfg.pretty_text}', extra=DETAIL)
 
     @master_only
     def _dump_config(self) -> None:
