@@ -257,3 +257,46 @@ def test_a_non_finite_metric_is_never_the_best(tmp_path):
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith('best')) == [
         'best_toy_acc_epoch_3.pth']
     assert runner.message_hub.get_info('best_score') == 60.0
+
+
+# ------------------------------------------------------------------ the MMCV 1.x config style
+def _mmcv_config(tmp_path, extra):
+    from test_runner_checks import MMCV_CONFIG
+    config = tmp_path / 'mmcv_cfg.py'
+    config.write_text(f"_base_ = ['{MMCV_CONFIG}']\nrunner = dict(max_epochs=1)\n"
+                      "data = dict(samples_per_gpu=512)\n" + extra)
+    return str(config)
+
+
+@pytest.mark.parametrize('extra,message', [
+    ("custom_hooks = [dict(type='EMAHook', momentum=2, priority=49)]\n",
+     'EMAHook: momentum=2 must be between 0 and 1'),
+    ("custom_hooks = [dict(type='EMAHook', momentum='0.1')]\n",
+     "custom_hooks[0].momentum='0.1': must be a number"),
+    ("lr_config = dict(policy='stepp')\n",
+     "lr_config.policy='stepp': SteppLrUpdaterHook is not in the mmcv::hook registry. Did you "
+     "mean 'Step'?"),
+    ("checkpoint_config = dict(interval=1, max_keep_ckpt=2)\n",
+     "checkpoint_config has unknown keys ['max_keep_ckpt'] (did you mean 'max_keep_ckpts'"),
+    ("checkpoint_config = dict(interval=0)\n", 'checkpoint_config.interval=0: must not be 0'),
+    ("checkpoint_config = dict(by_epoch='no')\n",
+     "checkpoint_config.by_epoch='no': must be True or False"),
+    ("log_config = dict(interval='10')\n", "log_config.interval='10': must be a number"),
+    ("evaluation = dict(interval=0)\n", 'evaluation.interval=0: must not be 0'),
+    ("optimizer_config = dict(grad_clip=None, detect_anomalous_params='yes')\n",
+     "optimizer_config.detect_anomalous_params='yes': must be True or False"),
+])
+def test_mmcv_config_mistakes_are_named_before_the_first_epoch(tmp_path, capsys, extra, message):
+    config = _mmcv_config(tmp_path, extra)
+    assert command_line(['train', config, '--work-dir', str(tmp_path / 'w')]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith('minimm: error: ') and message in err.splitlines()[0], err
+    assert 'Epoch [1]' not in out and not os.path.exists(tmp_path / 'w' / 'epoch_1.pth')
+
+
+def test_minimm_test_runs_an_mmcv_config(tmp_path, capsys):
+    config = _mmcv_config(tmp_path, '')
+    assert command_line(['train', config, '--work-dir', str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert command_line(['test', config, '--checkpoint', str(tmp_path / 'epoch_1.pth')]) == 0
+    assert capsys.readouterr().out.strip().startswith("{'accuracy': ")

@@ -18,6 +18,7 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
+from minimm.checkpoint import check_fit, load_checkpoint_file
 from minimm.dataset import DefaultSampler
 from minimm.dist import get_dist_info, init_dist
 from minimm.logging import MMLogger
@@ -27,11 +28,14 @@ from minimm.work_dir import lock_work_dir, make_work_dir
 
 from . import digits  # noqa: F401 (registers the MMCV-style digits model and dataset)
 from .builder import build_runner
+from .checkpoint import load_checkpoint
+from .config_checks import check_mmcv_config
 from .hooks import DistEvalHook, DistSamplerSeedHook, EvalHook, Fp16OptimizerHook
 from .iter_based_runner import IterBasedRunner
 from .optimizer import build_optimizer
 from .parallel import MMDistributedDataParallel
 from .resume_fallback import newest_readable_checkpoint
+from .test import single_gpu_test
 
 MMCV_KEYS = ('runner', 'lr_config', 'optimizer_config', 'workflow')
 
@@ -63,6 +67,7 @@ def train_model(cfg, distributed: bool = False, validate: bool = True) -> object
 
 
 def _build_and_run(cfg, work_dir: str, distributed: bool, validate: bool) -> object:
+    check_mmcv_config(cfg)  # before anything is built or logged
     timestamp = stamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
     for number in range(2, 1000):  # a run started in the same second has that log file
         if not osp.exists(osp.join(work_dir, f'{timestamp}.log')):
@@ -133,3 +138,18 @@ def train_from_cfg(cfg, launcher: str = 'none', resume=None) -> object:
         init_dist(launcher, **cfg.get('dist_params', {}))
     distributed = get_dist_info()[1] > 1 or launcher != 'none'
     return train_model(cfg, distributed=distributed)
+
+
+def test_from_cfg(cfg, checkpoint: str) -> dict:
+    """What ``minimm test CONFIG --checkpoint CKPT`` does for an MMCV 1.x config, as
+    MMDetection 2.x's ``tools/test.py`` on one process: the checkpoint's weights, evaluated on
+    ``data.test`` (else ``data.val``) with ``single_gpu_test`` and the dataset's ``evaluate``."""
+    model = MODELS.build(cfg.model)
+    state = load_checkpoint_file(checkpoint, trusted=False)
+    check_fit(model, state.get('state_dict', state), checkpoint, [(r'^module\.', '')], 'test')
+    load_checkpoint(model, checkpoint, map_location='cpu')
+    data = cfg.data
+    dataset = DATASETS.build(data.get('test', data.val))
+    loader = build_dataloader(dataset, data.get('val_samples_per_gpu', 1), data.workers_per_gpu,
+                              False, False)
+    return dataset.evaluate(single_gpu_test(model, loader))
