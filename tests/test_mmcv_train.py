@@ -34,8 +34,8 @@ def test_mmcv_configs_are_recognised():
 def test_digits_mmcv1_trains_and_writes_tensorboard_events(tmp_path):
     event_accumulator = pytest.importorskip('tensorboard.backend.event_processing.event_accumulator')
     config = tmp_path / 'with_tensorboard.py'  # the shipped config logs text only
-    config.write_text(f"_base_ = ['{CONFIG}']\nlog_config = dict(hooks=[dict(type='TextLoggerHook'), "
-                      "dict(type='TensorboardLoggerHook')])\n")
+    config.write_text(f"_base_ = ['{CONFIG}']\nlog_config = dict(hooks=["
+                      "dict(type='TextLoggerHook'), dict(type='TensorboardLoggerHook')])\n")
     main(['train', str(config), '--work-dir', str(tmp_path), '--cfg-options',
           'runner.max_epochs=3'])
     lines = _json_lines(tmp_path)
