@@ -18,8 +18,6 @@ import pytest
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 EXTRAS = ('matplotlib', 'tensorboard')
 
-pytestmark = pytest.mark.ops_backend  # trains through the ops
-
 
 def readme_commands():
     with open(osp.join(REPO, 'README.md'), encoding='utf-8') as f:
