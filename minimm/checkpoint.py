@@ -239,13 +239,17 @@ def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=()
     ``module``'s weights (another model's file, a dict of other things); with ``purpose``
     ('resume', 'test'), also when it lacks any of them: a partly loaded model cannot go on
     training as before, and its test score would be a number about no model."""
-    own = {key: value for key, value in unwrap_model(module).state_dict().items()
-           if 'num_batches_tracked' not in key}
-    theirs = {}
-    for key, value in state_dict.items():
-        for pattern, replacement in revise_keys:
-            key = re.sub(pattern, replacement, key)
-        theirs[key] = value
+    def revised(keys_and_values):  # both sides: a wrapper of one's own adds 'module.' too
+        renamed = {}
+        for key, value in keys_and_values:
+            for pattern, replacement in revise_keys:
+                key = re.sub(pattern, replacement, key)
+            renamed[key] = value
+        return renamed
+
+    own = revised((key, value) for key, value in unwrap_model(module).state_dict().items()
+                  if 'num_batches_tracked' not in key)
+    theirs = revised(state_dict.items())
     lacking = [key for key, value in own.items()
                if getattr(theirs.get(key), 'shape', None) != value.shape]
     name = type(unwrap_model(module)).__name__

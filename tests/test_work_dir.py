@@ -164,8 +164,9 @@ def test_resuming_a_finished_schedule_into_a_longer_run_warns(tmp_path):
     resumed.train()
     log = _log_text(resumed)
     assert log.count('ended at') == 1  # the cosine, not the warm-up that ended long before
-    assert ('CosineAnnealingLR ended at epoch 2 (its `end`, restored from the checkpoint) and '
-            'training goes on to epoch 4: its value stays where it ended.') in log
+    assert ('CosineAnnealingLR ended at epoch 2, where the run that wrote the checkpoint ended '
+            '(its `end`, restored from the checkpoint), and training goes on to epoch 4: its value '
+            'stays where it ended.') in log
     fresh = toy_runner(tmp_path / 'fresh', max_=2, val=False, param_scheduler=cosine)
     fresh.train()
     assert 'ended at' not in _log_text(fresh)

@@ -29,7 +29,6 @@ import torch
 from .. import __version__
 from ..dist import master_only
 from ..optim import OptimWrapper
-from ..optim.scheduler import _ParamScheduler
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
@@ -192,9 +191,9 @@ class CheckpointMixin:
         self._warn_if_finished()
 
     def _warn_if_finished(self) -> None:
-        """Say when a resumed run has nothing left to train, or when its last scheduler ended
-        exactly where the checkpoint stopped (its ``end`` was the shorter run's length, restored
-        from the checkpoint) while training goes on: its value then stays flat."""
+        """Say when a resumed run has nothing left to train, or when a scheduler's ``end`` was
+        the shorter run's length (the run that wrote the checkpoint: ``max_epochs``/``max_iters``
+        in its MessageHub) while training goes on: its value then stays where it ended."""
         loop = self.train_loop
         if isinstance(loop, EpochBasedTrainLoop):
             unit, done, total = 'epoch', loop.epoch, loop.max_epochs
@@ -208,17 +207,15 @@ class CheckpointMixin:
                                 'on.')
             return
         schedulers = self.param_schedulers if isinstance(self.param_schedulers, list) else []
-        built = [s for s in schedulers if isinstance(s, _ParamScheduler)]
-        if built:  # the one that ends last, compared in iterations
-            epoch_length = len(loop.dataloader)
-            last = max(built, key=lambda s: s.end * (epoch_length if s.by_epoch else 1))
-            if last.end == (loop.epoch if last.by_epoch else loop.iter):
-                step = 'epoch' if last.by_epoch else 'iter'
+        for scheduler in schedulers:
+            step = 'epoch' if getattr(scheduler, 'by_epoch', False) else 'iter'
+            if getattr(scheduler, 'end', None) == self.message_hub.get_info(f'max_{step}s'):
                 self.logger.warning(
-                    f'{type(last).__name__} ended at {step} {last.end} (its `end`, restored from '
-                    f'the checkpoint) and training goes on to {unit} {total}: its value stays '
-                    'where it ended. To schedule over the longer run, start a new run with '
-                    'load_from instead of resuming.')
+                    f'{type(scheduler).__name__} ended at {step} {scheduler.end}, where the run '
+                    f'that wrote the checkpoint ended (its `end`, restored from the checkpoint), '
+                    f'and training goes on to {unit} {total}: its value stays where it ended. To '
+                    'schedule over the longer run, start a new run with load_from instead.')
+                return
 
     @master_only
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,
