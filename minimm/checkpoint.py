@@ -238,7 +238,8 @@ def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=()
     """Raise a ValueError when ``state_dict`` (keys renamed by ``revise_keys``) holds none of
     ``module``'s weights (another model's file, a dict of other things); with ``purpose``
     ('resume', 'test'), also when it lacks any of them: a partly loaded model cannot go on
-    training as before, and its test score would be a number about no model."""
+    training as before. (Loading part of a model to test it is MMEngine's way, which its tests
+    expect: the runner warns then, with the keys.)"""
     def revised(keys_and_values):  # both sides: a wrapper of one's own adds 'module.' too
         renamed = {}
         for key, value in keys_and_values:

@@ -171,25 +171,13 @@ def test_a_config_file_with_numbers_as_strings_fails_before_training(tmp_path, c
 
 
 # ------------------------------------------------------------------ checkpoints
-def _partial_state():
-    state = ToyModel().state_dict()
-    del state['linear.weight']
-    return state
-
-
-@pytest.mark.parametrize('state,message', [
-    (lambda: {'meta': {}, 'state_dict': {'fc.weight': torch.zeros(3, 3)}},
-     r"holds none of the weights of the model \(ToyModel\): none of its keys \(fc.weight\)"),
-    (_partial_state, r'cannot test from checkpoint .* 1 of the 6 weights of the model '
-                     r'\(ToyModel\) are missing .*linear.weight'),
-], ids=['another model', 'part of the model'])
-def test_testing_a_checkpoint_that_does_not_fit_is_an_error_not_a_number(tmp_path, state,
-                                                                         message):
-    torch.save(state(), tmp_path / 'o.pth')
+def test_testing_another_models_checkpoint_is_an_error_not_a_number(tmp_path):
+    torch.save({'meta': {}, 'state_dict': {'fc.weight': torch.zeros(3, 3)}}, tmp_path / 'o.pth')
     runner = toy_runner(tmp_path / 'w', max_=1, val=False, load_from=str(tmp_path / 'o.pth'),
                         test_dataloader=toy_loader(8, 4), test_cfg=dict(),
                         test_evaluator=ScriptedMetric([1.0]))
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=r"holds none of the weights of the model \(ToyModel\): "
+                                         r'none of its keys \(fc.weight\)'):
         runner.test()
 
 

@@ -146,7 +146,7 @@ def test_from_cfg(cfg, checkpoint: str) -> dict:
     ``data.test`` (else ``data.val``) with ``single_gpu_test`` and the dataset's ``evaluate``."""
     model = MODELS.build(cfg.model)
     state = load_checkpoint_file(checkpoint, trusted=False)
-    check_fit(model, state.get('state_dict', state), checkpoint, [(r'^module\.', '')], 'test')
+    check_fit(model, state.get('state_dict', state), checkpoint, [(r'^module\.', '')])
     load_checkpoint(model, checkpoint, map_location='cpu')
     data = cfg.data
     dataset = DATASETS.build(data.get('test', data.val))

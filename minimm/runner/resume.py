@@ -34,7 +34,6 @@ from ..randomness import set_random_seed
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
 from ..work_dir import lock_work_dir, own_path
-from .base_loop import BaseLoop
 from .loops import EpochBasedTrainLoop
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
                          _load_checkpoint_to_model, find_latest_checkpoint, get_state_dict,
@@ -83,10 +82,7 @@ class CheckpointMixin:
         elif self._resume:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
-            checkpoint = self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
-            if not isinstance(self._train_loop, BaseLoop):  # val()/test() alone: a whole model
-                check_fit(self.model, checkpoint.get('state_dict', checkpoint), self._load_from,
-                          DEFAULT_REVISE_KEYS, 'test')
+            self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
 
     def _auto_resume(self) -> None:
         """``resume=True``: resume from the checkpoint ``last_checkpoint`` names, else from the
