@@ -170,6 +170,13 @@ def test_resuming_a_finished_schedule_into_a_longer_run_warns(tmp_path):
     fresh = toy_runner(tmp_path / 'fresh', max_=2, val=False, param_scheduler=cosine)
     fresh.train()
     assert 'ended at' not in _log_text(fresh)
+    # An interrupted run resumed with its own length: the cosine has not ended, no warning.
+    os.remove(tmp_path / 'fresh' / 'epoch_2.pth')
+    (tmp_path / 'fresh' / 'last_checkpoint').write_text(str(tmp_path / 'fresh' / 'epoch_1.pth'))
+    interrupted = toy_runner(tmp_path / 'fresh', max_=2, val=False, resume=True,
+                             param_scheduler=cosine)
+    interrupted.train()
+    assert 'ended at' not in _log_text(interrupted) and interrupted.epoch == 2
 
 
 def _mmcv_checkpoints(folder, epochs=(1, 2)):

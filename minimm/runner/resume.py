@@ -203,9 +203,10 @@ class CheckpointMixin:
                                 'on.')
             return
         schedulers = self.param_schedulers if isinstance(self.param_schedulers, list) else []
-        for scheduler in schedulers:
+        for scheduler in schedulers:  # (an interrupted run resumed: its schedulers go on)
             step = 'epoch' if getattr(scheduler, 'by_epoch', False) else 'iter'
-            if getattr(scheduler, 'end', None) == self.message_hub.get_info(f'max_{step}s'):
+            end = getattr(scheduler, 'end', None)
+            if end == self.message_hub.get_info(f'max_{step}s') and end <= getattr(loop, step):
                 self.logger.warning(
                     f'{type(scheduler).__name__} ended at {step} {scheduler.end}, where the run '
                     f'that wrote the checkpoint ended (its `end`, restored from the checkpoint), '
