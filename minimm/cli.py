@@ -133,12 +133,13 @@ def cmd_demo(args) -> None:
     from .runner import Runner
     options = None if args.epochs is None else [f'train_cfg.max_epochs={args.epochs}']
     cfg = _load_config(DEMO_CONFIG, args.work_dir or 'work_dirs/demo', options)
-    runner = Runner.from_cfg(cfg)  # logs the hook table: per stage, the hooks in call order
+    runner = Runner.from_cfg(cfg)  # logs the hook table (per stage, the hooks in call order)
     runner.train()
     final = runner.message_hub.get_scalar('val/accuracy/top1').current()
     best, best_file = (runner.message_hub.get_info(key) for key in ('best_score', 'best_ckpt'))
-    print(f'\nFinal validation accuracy (EMA weights): {final:.2f}% (chance: 10%); the best, '
-          f'{best:.2f}%, is kept in {best_file}. Work dir: {runner.work_dir}')
+    kept = '' if best_file is None else f'; the best, {best:.2f}%, is kept in {best_file}'
+    print(f'\nFinal validation accuracy (EMA weights): {final:.2f}% (chance: 10%){kept}. '
+          f'Work dir: {runner.work_dir}')
 
 
 def cmd_info(args) -> None:
