@@ -235,7 +235,7 @@ def _some(keys) -> str:
 
 def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=(),
               purpose: Optional[str] = None) -> None:
-    """Raise a ValueError when ``state_dict`` (keys renamed by ``revise_keys``) holds none of
+    """Raise a ValueError when no key of ``state_dict`` (renamed by ``revise_keys``) names one of
     ``module``'s weights (another model's file, a dict of other things); with ``purpose``
     ('resume', 'test'), also when it lacks any of them: a partly loaded model cannot go on
     training as before. (Loading part of a model to test it is MMEngine's way, which its tests
@@ -254,10 +254,10 @@ def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=()
     lacking = [key for key, value in own.items()
                if getattr(theirs.get(key), 'shape', None) != value.shape]
     name = type(unwrap_model(module)).__name__
-    if own and len(lacking) == len(own):
+    if own and not set(own) & set(theirs):  # same names, other shapes: a resized head, say
         raise ValueError(f'checkpoint {filename!r} holds none of the weights of the model '
                          f'({name}): none of its keys ({_some(theirs)}) names a weight of the '
-                         f'model ({_some(own)}) with the same shape. Is it another model\'s file?')
+                         f'model ({_some(own)}). Is it another model\'s file?')
     if purpose is not None and lacking:
         raise ValueError(f'cannot {purpose} from checkpoint {filename!r}: {len(lacking)} of the '
                          f'{len(own)} weights of the model ({name}) are missing from it or have '
