@@ -15,8 +15,9 @@ only moves dicts to and from disk, with three safety rules, all stricter than MM
 * **A bad file is named.** Every read error says which file and why; ``resume_candidates`` lists
   the older checkpoints to fall back to when the newest one cannot be read.
 
-This file reads and writes local files; MMEngine's public API over it, with ``http(s)://`` URLs and
-``CheckpointLoader``, is ``minimm/runner/checkpoint.py``. Left out: file backends (``backend_args``).
+This file reads and writes local files; MMEngine's public API over it, with ``http(s)://`` URLs
+and ``CheckpointLoader``, is ``minimm/runner/checkpoint.py``. Left out: file backends
+(``backend_args``).
 """
 import glob
 import os
@@ -57,7 +58,8 @@ def _file_mode() -> int:
 
 
 def _atomic_write(path: str, write) -> None:
-    """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it to
+    ``path``."""
     folder = osp.dirname(osp.abspath(path))
     os.makedirs(folder, exist_ok=True)
     prefix = f'.{osp.basename(path)}.'
@@ -222,7 +224,7 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     from torch.nn.parallel import DataParallel, DistributedDataParallel
 
     from .registry import MODEL_WRAPPERS
-    from .registry.utils import walk
+    from .registry.lookup import walk
     wrappers = (DataParallel, DistributedDataParallel,
                 *(cls for node in walk(MODEL_WRAPPERS) for cls in node.module_dict.values()))
     return model.module if isinstance(model, wrappers) else model

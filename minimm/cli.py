@@ -26,7 +26,7 @@ from .logging.logger import show_details
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook'}
-PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot_lr'}
+PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr'}
 
 
 def help_text(docstring: str) -> str:

@@ -25,6 +25,7 @@ import os.path as osp
 import sys
 import tempfile
 import time
+import weakref
 from typing import Callable, Dict, List, Optional
 
 try:
@@ -82,6 +83,12 @@ def lock_work_dir(work_dir: str) -> Callable[[], None]:
         _held[path] = [lock_file, 0]
     _held[path][1] += 1
     return lambda: _release(path)
+
+
+def hold_work_dir(owner, work_dir: str) -> weakref.finalize:
+    """Lock ``work_dir`` for as long as ``owner`` (a runner) lives; calling the result gives it
+    back sooner."""
+    return weakref.finalize(owner, lock_work_dir(work_dir))
 
 
 def _release(path: str) -> None:

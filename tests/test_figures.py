@@ -1,12 +1,12 @@
-"""The tutorials' pictures: ``python -m minimm.figures OUT_DIR`` redraws every one of them, and
+"""The tutorials' pictures: ``python -m minimm.plot.figures OUT_DIR`` redraws every one of them, and
 what they show is checked against the code they were drawn from."""
 from pathlib import Path
 
 import pytest
 
-from minimm.figures import main as figures_main
-from minimm.figures.ema_timeline import record_ema_run
-from minimm.figures.hook_order import mmcv_rows, mmengine_rows
+from minimm.plot.figures import main as figures_main
+from minimm.plot.figures.ema_timeline import record_ema_run
+from minimm.plot.figures.hook_order import mmcv_rows, mmengine_rows
 
 pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 

@@ -98,3 +98,4 @@ def test_the_import_parser_sees_relative_imports():
     # The oracle for the two tests above: ema_hook.py's own lines, resolved by hand.
     imports = _imported_modules(osp.join(ROOT, 'hooks', 'ema_hook.py'))
     assert 'minimm.checkpoint' in imports and 'minimm.hooks.hook' in imports
+

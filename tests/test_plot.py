@@ -9,7 +9,7 @@ import pytest
 from minimm.cli import main as cli_main
 from minimm.config import Config
 from minimm.plot import PLOT_INSTALL_HINT, find_scalar_log, read_scalar_log
-from minimm.plot_lr import config_schedule
+from minimm.plot.lr import config_schedule
 from toy import toy_runner
 
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'

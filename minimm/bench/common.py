@@ -30,7 +30,8 @@ def resnet50_shapes() -> List[Shape]:
     in_channels = 64
     for width, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3)):
         for block in range(blocks):
-            shapes += [(width, in_channels, 1, 1), (width,), (width,), (width, width, 3, 3), (width,), (width,),
+            shapes += [(width, in_channels, 1, 1), (width,), (width,),
+                       (width, width, 3, 3), (width,), (width,),
                        (width * 4, width, 1, 1), (width * 4,), (width * 4,)]
             if block == 0:
                 shapes += [(width * 4, in_channels, 1, 1), (width * 4,), (width * 4,)]
@@ -43,7 +44,8 @@ def vit_b_shapes() -> List[Shape]:
     d = 768
     shapes: List[Shape] = [(1, 1, d), (1, 197, d), (d, 3, 16, 16), (d,)]
     for _ in range(12):
-        shapes += [(d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,)]
+        shapes += [(d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,),
+                   (d,), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,)]
     return shapes + [(d,), (d,), (1000, d), (1000,)]
 
 
@@ -70,7 +72,8 @@ def numel(shapes: List[Shape]) -> int:
     return total
 
 
-def median_times(methods: Dict[str, Callable[[], None]], rounds: int, device: torch.device) -> Dict[str, float]:
+def median_times(methods: Dict[str, Callable[[], None]], rounds: int,
+                 device: torch.device) -> Dict[str, float]:
     """Median seconds per call of each method, timed in alternation (one call each per round)
     after two warm-up rounds."""
     def timed(fn: Callable[[], None]) -> float:
@@ -98,7 +101,8 @@ def print_table(title: str, rows: List[dict], baseline: str) -> None:
     print(f"  {'method':<14}{'ms':>10}{'GB/s':>9}{'x limit':>9}{'speed-up':>10}")
     base = next(r['ms'] for r in rows if r['method'] == baseline)
     for r in rows:
-        print(f"  {r['method']:<14}{r['ms']:>10.3f}{r['gb_per_s']:>9.1f}{r['x_limit']:>9.2f}{base / r['ms']:>9.1f}x")
+        print(f"  {r['method']:<14}{r['ms']:>10.3f}{r['gb_per_s']:>9.1f}{r['x_limit']:>9.2f}"
+              f"{base / r['ms']:>9.1f}x")
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +110,8 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--threads', type=int, default=None,
                         help="CPU threads (default: torch's); 1 gives steadier numbers on a busy "
                              'machine, where every parallel region waits for a core')
-    parser.add_argument('--json', action='store_true', help='print the rows as JSON instead of tables')
+    parser.add_argument('--json', action='store_true',
+                        help='print the rows as JSON instead of tables')
 
 
 def start(args: argparse.Namespace, device: torch.device, note: str = '') -> None:
@@ -115,8 +120,8 @@ def start(args: argparse.Namespace, device: torch.device, note: str = '') -> Non
         torch.set_num_threads(args.threads)
     if not args.json:
         info = backend_info()[device.type]
-        print(f'device {device}, {torch.get_num_threads()} threads, plan backend: {info["backend"]} '
-              f'({info["reason"]}){note}')
+        print(f'device {device}, {torch.get_num_threads()} threads, '
+              f'plan backend: {info["backend"]} ({info["reason"]}){note}')
         warning = unreliable(device)
         if warning:
             print(warning)

@@ -1,4 +1,5 @@
-"""``minimm bench ema``: the EMA update on realistic tensor lists, against the memory-bandwidth limit.
+"""``minimm bench ema``: the EMA update on realistic tensor lists, against the memory-bandwidth
+limit.
 
 Workloads: see :mod:`minimm.bench.common` (ResNet-50, ViT-B, 2,000 small tensors, and ResNet-50
 in bf16 with an fp32 EMA). Methods, timed in alternation in the same process (the median over
@@ -35,19 +36,22 @@ from minimm.ops import EMAPlan, backend_info
 from .common import WORKLOADS, add_output_options, median_times, numel, print_table, start
 
 
-def bench_workload(name: str, device: torch.device, rounds: int, momentum: float = 0.0002) -> List[dict]:
+def bench_workload(name: str, device: torch.device, rounds: int,
+                   momentum: float = 0.0002) -> List[dict]:
     shapes, dtype = WORKLOADS[name]
     ema = [torch.randn(s, device=device) for s in shapes()]
     src = [torch.randn(s, device=device).to(dtype) for s in shapes()]
     total = numel(shapes())
-    flat_ema, flat_src = torch.randn(total, device=device), torch.randn(total, device=device).to(dtype)
+    flat_ema = torch.randn(total, device=device)
+    flat_src = torch.randn(total, device=device).to(dtype)
     one_ema = flat_ema.clone()
     native = backend_info()[device.type]['backend'] == 'native'
     plans = {'fallback': EMAPlan(ema, src, rule='ema', momentum=momentum, backend='ref'),
              'one tensor': EMAPlan([one_ema], [flat_src], rule='ema', momentum=momentum)}
     if native:
         plans['native'] = EMAPlan(ema, src, rule='ema', momentum=momentum, backend='native')
-    steps = {method: torch.ones((), dtype=torch.long, device=device) for method in plans}  # past the copy
+    # past the copy
+    steps = {method: torch.ones((), dtype=torch.long, device=device) for method in plans}
 
     def loop():
         for e, s in zip(ema, src):
@@ -62,9 +66,10 @@ def bench_workload(name: str, device: torch.device, rounds: int, momentum: float
             methods[method] = lambda m=method: plans[m].step(steps[m])
     methods['limit'] = lambda: flat_ema.add_(flat_src, alpha=momentum)
     times = median_times(methods, rounds, device)
-    moved = total * (2 * flat_ema.element_size() + flat_src.element_size())  # read + write EMA, read source
-    return [dict(workload=name, tensors=len(ema), values=total, method=m, ms=t * 1e3, gb_per_s=moved / t / 1e9,
-                 x_limit=t / times['limit']) for m, t in times.items()]
+    # read + write the EMA, read the source
+    moved = total * (2 * flat_ema.element_size() + flat_src.element_size())
+    return [dict(workload=name, tensors=len(ema), values=total, method=m, ms=t * 1e3,
+                 gb_per_s=moved / t / 1e9, x_limit=t / times['limit']) for m, t in times.items()]
 
 
 def back_to_back_us(fn: Callable[[], None], device: torch.device, calls: int = 200) -> float:
@@ -90,15 +95,17 @@ def gpu_steps(name: str, device: torch.device, momentum: float = 0.0002) -> str:
     with torch.cuda.graph(graph):
         plan.step(steps)
     replayed = back_to_back_us(graph.replay, device)
-    return f'  native step, 200 back to back: {eager:.1f} us each; replayed from a CUDA graph: {replayed:.1f} us each'
+    return (f'  native step, 200 back to back: {eager:.1f} us each; replayed from a CUDA graph: '
+            f'{replayed:.1f} us each')
 
 
 def ratios(rows: List[dict]) -> str:
     """The must-show line under a table: fallback vs loop, and the per-tensor ratio."""
     ms = {r['method']: r['ms'] for r in rows}
     many = 'native' if 'native' in ms else 'fallback'
-    return (f"  fallback {ms['loop'] / ms['fallback']:.2f}x faster than the loop; per-tensor ratio ({many}, "
-            f"{rows[0]['tensors']} tensors / one tensor): {ms[many] / ms['one tensor']:.2f}x")
+    return (f"  fallback {ms['loop'] / ms['fallback']:.2f}x faster than the loop; per-tensor "
+            f"ratio ({many}, {rows[0]['tensors']} tensors / one tensor): "
+            f"{ms[many] / ms['one tensor']:.2f}x")
 
 
 def main(argv: Optional[List[str]] = None) -> List[dict]:
@@ -106,7 +113,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument('--workloads', nargs='+', default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--rounds', type=int, default=None,
-                        help='timed rounds per workload (default: 20 for the large lists, 200 for small)')
+                        help='timed rounds per workload '
+                             '(default: 20 for the large lists, 200 for small)')
     add_output_options(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -118,8 +126,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
         rows += result
         if not args.json:
             r = result[0]
-            print_table(f"{name}: {r['tensors']} tensors, {r['values'] / 1e6:.1f} M values, median of {rounds}",
-                        result, baseline='loop')
+            print_table(f"{name}: {r['tensors']} tensors, {r['values'] / 1e6:.1f} M values, "
+                        f"median of {rounds}", result, baseline='loop')
             print(ratios(result))
             if device.type == 'cuda' and any(row['method'] == 'native' for row in result):
                 print(gpu_steps(name, device))

@@ -33,7 +33,8 @@ from .common import WORKLOADS, add_output_options, median_times, print_table, st
 def resnet50_bn_buffers(device: torch.device) -> List[torch.Tensor]:
     """running_mean, running_var and num_batches_tracked of each of ResNet-50's 53 BatchNorms."""
     widths = [64] + [w for width, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3))
-                     for block in range(blocks) for w in [width, width, width * 4] + ([width * 4] if block == 0 else [])]
+                     for block in range(blocks)
+                     for w in [width, width, width * 4] + ([width * 4] if block == 0 else [])]
     buffers = []
     for width in widths:
         buffers += [torch.randn(width, device=device), torch.rand(width, device=device) + 0.5,
@@ -90,7 +91,8 @@ def bench_workload(name: str, device: torch.device, rounds: int, scale: float) -
     methods: Dict[str, Callable[[], None]] = {'per_buffer': per_buffer, 'flatten_cat': flatten_cat,
                                               'plan': round_trip, 'limit': limit}
     times = median_times(methods, rounds, device)
-    return [dict(workload=name, tensors=len(tensors), values=sum(t.numel() for t in tensors), method=m, ms=t * 1e3,
+    values = sum(t.numel() for t in tensors)
+    return [dict(workload=name, tensors=len(tensors), values=values, method=m, ms=t * 1e3,
                  gb_per_s=moved / t / 1e9, x_limit=t / times['limit']) for m, t in times.items()]
 
 
@@ -136,8 +138,8 @@ def bench_dist(rounds: int) -> List[dict]:
         mp.spawn(_dist_worker, args=(2, free_port(), rounds, results), nprocs=2, join=True)
         times = dict(results)
     floor = times['one_prepacked']
-    return [dict(workload='resnet50_bn_allreduce', tensors=159, method=m, ms=t * 1e3, x_floor=t / floor)
-            for m, t in times.items()]
+    return [dict(workload='resnet50_bn_allreduce', tensors=159, method=m, ms=t * 1e3,
+                 x_floor=t / floor) for m, t in times.items()]
 
 
 def main(argv: Optional[List[str]] = None) -> List[dict]:
@@ -146,8 +148,10 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument('--workloads', nargs='+', default=names, choices=names)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--rounds', type=int, default=None,
-                        help='timed rounds per workload (default: 20 for the large lists, 200 for the small ones)')
-    parser.add_argument('--scale', type=float, default=0.5, help='the scale fused into unpack (default 0.5)')
+                        help='timed rounds per workload '
+                             '(default: 20 for the large lists, 200 for the small ones)')
+    parser.add_argument('--scale', type=float, default=0.5,
+                        help='the scale fused into unpack (default 0.5)')
     parser.add_argument('--dist', action='store_true', help='also time a 2-process gloo all-reduce')
     add_output_options(parser)
     args = parser.parse_args(argv)
@@ -160,8 +164,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
         rows += result
         if not args.json:
             r = result[0]
-            print_table(f"{name}: {r['tensors']} tensors, {r['values'] / 1e6:.2f} M values, pack + unpack, "
-                        f'median of {rounds}', result, baseline='per_buffer')
+            print_table(f"{name}: {r['tensors']} tensors, {r['values'] / 1e6:.2f} M values, "
+                        f'pack + unpack, median of {rounds}', result, baseline='per_buffer')
     if args.dist:
         result = bench_dist(args.rounds or 100)
         rows += result

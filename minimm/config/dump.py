@@ -21,7 +21,7 @@ import unicodedata
 import warnings
 from typing import Any, List, Optional
 
-from ..registry import import_object
+from ..utils.misc import import_object
 
 LINE_WIDTH = 100
 INDENT = ' ' * 4

@@ -10,8 +10,9 @@ together they cover the dataset once per epoch.
 * :class:`InfiniteSampler` — an endless stream of permutations, for iteration-based training.
 
 Both can start part-way (``set_start_index``): a resumed iteration-based run moves the sampler past
-the samples it already trained on instead of loading them and throwing them away (minimm's
-addition; MMEngine loads every skipped batch).
+the samples it already trained on instead of loading them and throwing them away
+(``start_dataloader_at``, which the train loop calls; minimm's addition: MMEngine loads every
+skipped batch).
 
 Both reproduce MMEngine 0.10's index sequences exactly for the same seed (``torch.randperm`` with a
 ``torch.Generator``), so a run here and one in MMEngine see the same samples in the same order.
@@ -22,7 +23,7 @@ import math
 from typing import Iterator, Optional, Sized
 
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import BatchSampler, Sampler
 
 from minimm.dist import get_dist_info
 from minimm.randomness import sync_random_seed
@@ -156,3 +157,26 @@ class InfiniteSampler(Sampler):
         if index < 0:
             raise ValueError(f'start index must be >= 0, but got {index}')
         self.indices = self._indices_of_rank(index)
+
+
+def start_dataloader_at(dataloader, num_batches: int) -> Optional[int]:
+    """Move ``dataloader``'s sampler past its first ``num_batches`` batches without loading them;
+    return the epoch it is then in, or ``None`` when it cannot (the caller then draws and drops
+    the batches, as MMEngine does). How a resumed iteration-based run skips what it trained on.
+
+    It can when the sampler starts part-way (``set_start_index``: DefaultSampler and
+    InfiniteSampler) and the batch sampler is a plain ``BatchSampler``, whose batches are
+    consecutive runs of ``batch_size`` indices. Any other (torch's RandomSampler, a user's own)
+    cannot."""
+    sampler = dataloader.sampler
+    plain_batches = type(dataloader.batch_sampler) is BatchSampler
+    if not (hasattr(sampler, 'set_start_index') and plain_batches):
+        return None
+    if isinstance(sampler, InfiniteSampler):  # one endless stream: it never wraps around
+        epochs, batches = 0, num_batches
+    else:
+        epochs, batches = divmod(num_batches, len(dataloader))
+    if epochs:
+        sampler.set_epoch(epochs)
+    sampler.set_start_index(batches * dataloader.batch_size)
+    return epochs

@@ -9,14 +9,14 @@ and calls ``torch.distributed.init_process_group``; after that the helpers in ``
 
 The backend follows the hardware: NCCL when CUDA is available, gloo otherwise. A configured
 ``'nccl'`` on a machine without CUDA (MMEngine's default ``env_cfg`` asks for NCCL) falls back to
-gloo with a log line, so one config trains on a GPU cluster and on a laptop.
+gloo with a warning, so one config trains on a GPU cluster and on a laptop.
 Left out compared with MMEngine: the ``mpi`` and ``slurm`` launchers, NPU/MLU/MUSA devices and
 DeepSpeed initialisation.
 """
 import datetime
-import logging
 import os
 import socket
+import warnings
 from typing import Optional
 
 import torch
@@ -29,9 +29,8 @@ def _pick_backend(backend: Optional[str]) -> str:
     if backend is None:
         return 'nccl' if torch.cuda.is_available() else 'gloo'
     if backend == 'nccl' and not torch.cuda.is_available():
-        from ..logging.logger import print_log  # not at the top: minimm.logging imports minimm.dist
-        print_log("dist backend 'nccl' needs CUDA, which is not available: using 'gloo'",
-                  logger='current', level=logging.INFO)
+        # A warning, not a log line: the logger stands on this package (it asks for the rank).
+        warnings.warn("dist backend 'nccl' needs CUDA, which is not available: using 'gloo'")
         return 'gloo'
     return backend
 

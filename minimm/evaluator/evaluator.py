@@ -34,22 +34,12 @@ class Evaluator:
                                 f'{type(metric)}')
             self.metrics.append(metric)
 
-    @property
-    def dataset_meta(self) -> Optional[dict]:
-        return self._dataset_meta
-
-    @dataset_meta.setter
-    def dataset_meta(self, dataset_meta: dict) -> None:
-        """Set the dataset meta on the evaluator and on every metric."""
-        self._dataset_meta = dataset_meta
-        for metric in self.metrics:
-            metric.dataset_meta = dataset_meta
-
     def process(self, data_samples: Sequence, data_batch: Optional[Any] = None) -> None:
-        """Hand one batch's model outputs (and inputs) to every metric."""
-        data_samples = list(data_samples)
+        """Hand one batch's model outputs (and inputs) to every metric; as one list, since a
+        generator would be used up by the first metric."""
+        samples = list(data_samples)
         for metric in self.metrics:
-            metric.process(data_batch, data_samples)
+            metric.process(data_batch, samples)
 
     def evaluate(self, size: int) -> dict:
         """Evaluate every metric and merge the results; duplicate names raise ValueError."""
@@ -63,3 +53,15 @@ class Evaluator:
                                      'prefixes.')
             metrics.update(results)
         return metrics
+
+    # The property and its setter are the API (the loops set ``evaluator.dataset_meta``).
+    @property
+    def dataset_meta(self) -> Optional[dict]:
+        """The dataset's meta information; setting it gives it to every metric as well."""
+        return self._dataset_meta
+
+    @dataset_meta.setter
+    def dataset_meta(self, dataset_meta: dict) -> None:
+        self._dataset_meta = dataset_meta
+        for metric in self.metrics:
+            metric.dataset_meta = dataset_meta

@@ -13,8 +13,9 @@ still knows which old files to delete and which score to beat.
   new one and ``last_checkpoint`` are written (MMEngine deletes first, so a failed save could
   leave no checkpoint at all).
 * ``save_best``: after each validation, a metric (``'auto'`` = the first one; a list for several)
-  better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when not
-  given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the previous best.
+  better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when
+  not given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the
+  previous best.
   The latest periodic checkpoint is then re-saved so the new best score is recorded in it.
 * ``published_keys``: after training, the last and the best checkpoints are re-saved with only
   these top-level keys (e.g. ``['meta', 'state_dict']``, to share a model without optimizer
@@ -42,10 +43,11 @@ from .metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_M
                            infer_rule)
 
 
-def _key_list(keys, name: str) -> Optional[List[str]]:
-    """None, or ``keys`` (a str or a sequence of distinct str) as a list."""
+def _key_list(keys, name: str, default: Optional[List[str]] = None) -> Optional[List[str]]:
+    """``default`` when ``keys`` is None, else ``keys`` (a str or a sequence of distinct str) as
+    a list."""
     if keys is None:
-        return None
+        return default
     keys = [keys] if isinstance(keys, str) else keys
     if not (isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys)):
         raise TypeError(f'{name} should be None, a str or a sequence of str, but got {keys!r}')
@@ -106,23 +108,14 @@ class CheckpointHook(Hook):
         if self.save_best is not None and len(rules) not in (1, len(self.save_best)):
             raise ValueError('rule must be one rule or one per save_best key, '
                              f'but got {len(rules)} rules for {len(self.save_best)} keys')
-        self.greater_keys = self._as_keys(greater_keys, self._default_greater_keys)
-        self.less_keys = self._as_keys(less_keys, self._default_less_keys)
+        self.greater_keys = _key_list(greater_keys, 'greater_keys', self._default_greater_keys)
+        self.less_keys = _key_list(less_keys, 'less_keys', self._default_less_keys)
 
         self.is_better_than: Dict[str, callable] = {}
         if self.save_best is not None:
             self._init_rule(rules, self.save_best)
             self.best_ckpt_path_dict: Dict[str, Optional[str]] = {}
         self.last_ckpt: Optional[str] = None
-
-    @staticmethod
-    def _as_keys(keys, default: List[str]) -> List[str]:
-        if keys is None:
-            return default
-        keys = [keys] if isinstance(keys, str) else list(keys)
-        if not all(isinstance(k, str) for k in keys):
-            raise TypeError(f'metric keys must be strings, but got {keys!r}')
-        return keys
 
     def _init_rule(self, rules: list, key_indicators: List[str]) -> None:
         """Pick 'greater' or 'less' per key: the given rule, else ``infer_rule`` from its name."""
@@ -170,20 +163,23 @@ class CheckpointHook(Hook):
             self.keep_ckpt_ids: deque = deque(keep_ckpt_ids, self.max_keep_ckpts)
 
     def after_train_epoch(self, runner) -> None:
-        if not self.by_epoch:
-            return
-        if self.every_n_epochs(runner, self.interval, self.save_begin) or (
-                self.save_last and self.is_last_train_epoch(runner)):
+        if self.by_epoch and self._due(runner):
             runner.logger.info(f'Saving checkpoint at {runner.epoch + 1} epochs')
             self._save_checkpoint(runner)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
-        if self.by_epoch:
-            return
-        if self.every_n_train_iters(runner, self.interval, self.save_begin) or (
-                self.save_last and self.is_last_train_iter(runner)):
+        if not self.by_epoch and self._due(runner):
             runner.logger.info(f'Saving checkpoint at {runner.iter + 1} iterations')
             self._save_checkpoint(runner)
+
+    def _due(self, runner) -> bool:
+        """Whether the epoch (``by_epoch``) or iteration ending now gets a checkpoint: each
+        ``interval``-th one from ``save_begin`` on, and the last one when ``save_last``."""
+        if self.by_epoch:
+            every, last = self.every_n_epochs, self.is_last_train_epoch
+        else:
+            every, last = self.every_n_train_iters, self.is_last_train_iter
+        return every(runner, self.interval, self.save_begin) or (self.save_last and last(runner))
 
     def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
         if not metrics:
@@ -219,13 +215,10 @@ class CheckpointHook(Hook):
 
     # ------------------------------------------------------------------ saving
     def _save_checkpoint(self, runner) -> None:
-        if self.by_epoch:
-            step = runner.epoch + 1
-            meta = dict(epoch=step, iter=runner.iter)
-        else:
-            step = runner.iter + 1
-            meta = dict(epoch=runner.epoch, iter=step)
-        self._save_checkpoint_with_step(runner, step, meta)
+        meta = dict(epoch=runner.epoch, iter=runner.iter)
+        unit = 'epoch' if self.by_epoch else 'iter'
+        meta[unit] += 1  # the epoch (or iteration) ending now counts as done; it names the file
+        self._save_checkpoint_with_step(runner, meta[unit], meta)
 
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
         # The ids to keep are updated first, so the new checkpoint records them; the file that
@@ -258,7 +251,8 @@ class CheckpointHook(Hook):
         meta = dict(epoch=runner.epoch, iter=runner.iter)
         if 'auto' in self.key_indicators:
             self._init_rule(self.rules, [next(iter(metrics))])
-            self.best_ckpt_path_dict = {self.key_indicators[0]: self.best_ckpt_path_dict.get('auto')}
+            self.best_ckpt_path_dict = {
+                self.key_indicators[0]: self.best_ckpt_path_dict.get('auto')}
 
         hub = runner.message_hub
         single = len(self.key_indicators) == 1

@@ -24,9 +24,9 @@ MMCV 1.x puzzle of placing EMA between the optimizer and checkpoint hooks (mmcv#
 class priority is NORMAL, and MMDetection's configs pin 49 to run it before the other NORMAL hooks.
 
 Two minimm additions are hooks of their own, added to ``custom_hooks`` beside this one (so that
-without them files and numbers are MMEngine's): ``EMAOnlyCheckpointHook`` (an EMA-only ``<name>_ema.pth`` beside every
-checkpoint) and ``RawWeightsEvalHook`` (the raw weights are evaluated too, logged as
-``raw/<name>``).
+without them files and numbers are MMEngine's): ``EMAOnlyCheckpointHook`` (an EMA-only
+``<name>_ema.pth`` beside every checkpoint) and ``RawWeightsEvalHook`` (the raw weights are
+evaluated too, logged as ``raw/<name>``).
 
 ``ema_dtype`` (a minimm addition, passed to the averaged model): the average is kept in another
 dtype than the model's, e.g. ``EMAHook(ema_dtype='float32')`` for a model trained in bf16. Where

@@ -14,6 +14,8 @@ returns them from a set, in no fixed order).
 """
 from typing import Dict, List, Optional, Sequence, Union
 
+from ..utils.misc import is_method_overridden
+
 DATA_BATCH = Optional[Union[dict, tuple, list]]
 
 
@@ -63,7 +65,8 @@ class Hook:
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Called with a loaded checkpoint dict before the runner applies it."""
 
-    # Epoch stages: the three modes funnel into _before_epoch / _after_epoch.
+    # Epoch stages: the three modes funnel into _before_epoch / _after_epoch. These funnels, and
+    # the stage methods' signatures, are the API hooks override: they keep MMEngine's shape.
     def before_train_epoch(self, runner) -> None:
         self._before_epoch(runner, mode='train')
 
@@ -163,9 +166,3 @@ class Hook:
             if is_method_overridden(funnel, Hook, self):
                 triggered.update(stages)
         return [s for s in Hook.stages if s in triggered]
-
-
-def is_method_overridden(method: str, base_class: type, derived) -> bool:
-    """Whether ``derived`` (a class or an instance) defines ``method`` differently from ``base_class``."""
-    derived_class = derived if isinstance(derived, type) else type(derived)
-    return getattr(derived_class, method) is not getattr(base_class, method)

@@ -133,26 +133,32 @@ class LoggerHook(Hook):
 
     def after_val_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                        outputs: Optional[Sequence] = None) -> None:
-        if self.every_n_inner_iters(batch_idx, self.interval):
-            _, log_str = runner.log_processor.get_log_after_iter(runner, batch_idx, 'val')
-            runner.logger.info(log_str)
+        self._log_eval_iter(runner, batch_idx, 'val')
 
     def after_test_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                         outputs: Optional[Sequence] = None) -> None:
+        self._log_eval_iter(runner, batch_idx, 'test')
+
+    def _log_eval_iter(self, runner, batch_idx: int, mode: str) -> None:
+        """Every ``interval`` batches of a val or test epoch, one line for the logger (only the
+        epoch's metrics go to the visualizer)."""
         if self.every_n_inner_iters(batch_idx, self.interval):
-            _, log_str = runner.log_processor.get_log_after_iter(runner, batch_idx, 'test')
-            runner.logger.info(log_str)
+            line = runner.log_processor.get_log_after_iter(runner, batch_idx, mode)[1]
+            runner.logger.info(line)
 
     def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
         tag, log_str = runner.log_processor.get_log_after_epoch(
             runner, len(runner.val_dataloader), 'val')
         runner.logger.info(log_str)
-        # Reading runner.epoch/iter in a val-only run would build the train loop; use 0 there.
+        runner.visualizer.add_scalars(tag, step=self._metric_step(runner),
+                                      file_path=self.json_log_path)
+
+    def _metric_step(self, runner) -> int:
+        """Where validation metrics sit on the x axis: the epoch, or the iteration, trained so
+        far; 0 in a val-only run (reading runner.epoch there would build the train loop)."""
         if not runner.train_loop_built:
-            step = 0
-        else:
-            step = runner.epoch if self.log_metric_by_epoch else runner.iter
-        runner.visualizer.add_scalars(tag, step=step, file_path=self.json_log_path)
+            return 0
+        return runner.epoch if self.log_metric_by_epoch else runner.iter
 
     def after_test_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
         tag, log_str = runner.log_processor.get_log_after_epoch(

@@ -3,9 +3,10 @@
 As MMEngine 0.10's ``ProfilerHook``: the profiler is entered in ``before_run``, stepped after every
 training iteration, and closed after ``profile_times`` epochs (``by_epoch=True``) or iterations.
 On closing it writes a Chrome trace to ``json_trace_path`` (open it at chrome://tracing or
-https://ui.perfetto.dev). ``on_trace_ready`` is a callable, ``dict(type='log_trace', **table_kwargs)``
-(print the ``key_averages()`` table) or ``dict(type='tb_trace', dir_name=...)`` (TensorBoard's
-profiler plugin), and ``schedule`` is the keyword arguments of ``torch.profiler.schedule``.
+https://ui.perfetto.dev). ``on_trace_ready`` is a callable,
+``dict(type='log_trace', **table_kwargs)`` (print the ``key_averages()`` table) or
+``dict(type='tb_trace', dir_name=...)`` (TensorBoard's profiler plugin), and ``schedule`` is
+the keyword arguments of ``torch.profiler.schedule``.
 
 This hook profiles the *model* (operators, memory, FLOPs). To see what the hooks themselves cost,
 use ``Runner(profile_hooks=True)`` instead.

@@ -34,14 +34,15 @@ from .hook import DATA_BATCH, Hook
 
 
 def _is_scalar(value: Any) -> bool:
-    """Whether ``value`` is one number (Python, numpy or a one-element array/tensor)."""
-    if isinstance(value, np.ndarray):
-        return value.size == 1
-    if isinstance(value, (int, float, np.number)):
-        return True
+    """Whether ``value`` is one number: a Python or numpy number, or an array or tensor that
+    holds exactly one element, whatever its shape."""
     if isinstance(value, torch.Tensor):
-        return value.numel() == 1
-    return False
+        elements = value.numel()
+    elif isinstance(value, np.ndarray):
+        elements = value.size
+    else:
+        return isinstance(value, (int, float, np.number))
+    return elements == 1
 
 
 @HOOKS.register_module()

@@ -19,7 +19,7 @@ import sys
 from typing import Optional, Union
 
 from ..dist.utils import get_rank, is_distributed
-from .manager import ManagerMixin
+from ..utils.manager import ManagerMixin
 
 LOG_FORMAT = '%(asctime)s - %(name)s - %(levelname)s - %(message)s'
 

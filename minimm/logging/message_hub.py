@@ -31,7 +31,7 @@ import torch
 from ..plain_data import to_plain_data
 from .history_buffer import HistoryBuffer
 from .logger import print_log
-from .manager import ManagerMixin
+from ..utils.manager import ManagerMixin
 
 
 class MessageHub(ManagerMixin):

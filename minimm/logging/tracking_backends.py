@@ -89,7 +89,8 @@ class WandbVisBackend(ServiceVisBackend):
         wandb.init(**self._init_kwargs)
         metric_cfgs = self._define_metric_cfg
         if isinstance(metric_cfgs, dict):
-            metric_cfgs = [dict(name=name, summary=summary) for name, summary in metric_cfgs.items()]
+            metric_cfgs = [dict(name=name, summary=summary)
+                           for name, summary in metric_cfgs.items()]
         for metric_cfg in metric_cfgs or []:
             wandb.define_metric(**metric_cfg)
         self._experiment = wandb

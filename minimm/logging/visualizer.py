@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from ..dist.utils import master_only
 from ..registry import VISBACKENDS, VISUALIZERS
-from .manager import ManagerMixin
+from ..utils.manager import ManagerMixin
 from .vis_backend import BaseVisBackend
 
 

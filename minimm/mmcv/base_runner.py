@@ -2,8 +2,9 @@
 
 Read this file in three parts:
 
-1. the state a hook reads: ``model``, ``optimizer``, ``work_dir``, ``meta``, ``log_buffer``, ``mode``
-   and the counters ``epoch``, ``iter``, ``inner_iter`` (0-based), ``max_epochs``, ``max_iters``;
+1. the state a hook reads: ``model``, ``optimizer``, ``work_dir``, ``meta``, ``log_buffer``,
+   ``mode`` and the counters ``epoch``, ``iter``, ``inner_iter`` (0-based), ``max_epochs``,
+   ``max_iters``;
 2. the hooks: ``register_hook`` keeps them sorted by priority, ``call_hook`` runs one stage of all
    of them, ``get_hook_info`` prints who runs where;
 3. ``register_training_hooks``: one ``register_*_hook`` per config key of an MMCV config
@@ -20,17 +21,18 @@ import os.path as osp
 import platform
 import shutil
 import warnings
-import weakref
 from abc import ABCMeta, abstractmethod
+from contextlib import contextmanager
 
 import torch
 from torch.optim import Optimizer
 
-from minimm.work_dir import lock_work_dir, make_work_dir
+from minimm.work_dir import hold_work_dir, make_work_dir
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .dist_utils import get_dist_info
 from .hooks import HOOKS, Hook
+from .hooks.schedule import for_each_group
 from .log_buffer import LogBuffer
 from .parallel import is_module_wrapper
 from .priority import Priority, get_priority
@@ -74,9 +76,7 @@ def _group_momentum(group):
     """SGD keeps ``momentum``; Adam-like optimizers keep it as ``betas[0]``; others have none."""
     if 'momentum' in group:
         return group['momentum']
-    if 'betas' in group:
-        return group['betas'][0]
-    return 0
+    return group['betas'][0] if 'betas' in group else 0
 
 
 def _hook_from_policy(config, suffix):
@@ -108,16 +108,12 @@ class BaseRunner(metaclass=ABCMeta):
                  meta=None, max_iters=None, max_epochs=None):
         _check_step_function(model, batch_processor)
         _check_optimizer(optimizer)
-        type_checks = [
-            (isinstance(logger, logging.Logger),  # None too is refused, despite the default
-             f'logger must be a logging.Logger object, but got {type(logger)}'),
-            (meta is None or isinstance(meta, dict),
-             f'meta must be a dict or None, but got {type(meta)}'),
-            (work_dir is None or isinstance(work_dir, str), '"work_dir" must be a str or None'),
-        ]
-        for passed, message in type_checks:
-            if not passed:
-                raise TypeError(message)
+        if not isinstance(logger, logging.Logger):  # None too is refused, despite the default
+            raise TypeError(f'logger must be a logging.Logger object, but got {type(logger)}')
+        if not (meta is None or isinstance(meta, dict)):
+            raise TypeError(f'meta must be a dict or None, but got {type(meta)}')
+        if not (work_dir is None or isinstance(work_dir, str)):
+            raise TypeError('"work_dir" must be a str or None')
         if max_epochs is not None and max_iters is not None:
             raise ValueError('Only one of `max_epochs` or `max_iters` can be set.')
 
@@ -130,7 +126,7 @@ class BaseRunner(metaclass=ABCMeta):
         self._model_name = type(getattr(model, 'module', model)).__name__
         self._rank, self._world_size = get_dist_info()
         if self.work_dir is not None and self._rank == 0:  # one run per work dir (minimm's)
-            self._work_dir_lock = weakref.finalize(self, lock_work_dir(self.work_dir))
+            self._work_dir_lock = hold_work_dir(self, self.work_dir)
         self.timestamp = get_time_str()
         self.mode = None  # 'train' or 'val' while one of them runs
         self._hooks = []
@@ -138,7 +134,7 @@ class BaseRunner(metaclass=ABCMeta):
         self._max_epochs, self._max_iters = max_epochs, max_iters
         self.log_buffer = LogBuffer()
 
-    # -- read-only views of the state --------------------------------------------------------
+    # -- read-only views of the state (the API: hooks read each over its private attribute) ---
     @property
     def model_name(self):
         return self._model_name
@@ -178,20 +174,35 @@ class BaseRunner(metaclass=ABCMeta):
     # -- what each runner implements ---------------------------------------------------------
     @abstractmethod
     def train(self):
-        pass
+        """Train on a data loader: one epoch (EpochBasedRunner) or one iteration."""
 
     @abstractmethod
     def val(self):
-        pass
+        """Validate on a data loader, in the same steps as ``train``, without moving ``iter``."""
 
     @abstractmethod
     def run(self, data_loaders, workflow, **kwargs):
-        pass
+        """Run the ``(phase, count)`` entries of ``workflow`` in turn until training is done."""
 
     @abstractmethod
     def save_checkpoint(self, out_dir, filename_tmpl, save_optimizer=True, meta=None,
                         create_symlink=True):
-        pass
+        """Write the model (and optimizer) state under ``out_dir``."""
+
+    # -- what train() and val() share ---------------------------------------------------------
+    def _enter_phase(self, mode, data_loader):
+        """Say which phase runs, on which loader (hooks read ``runner.mode`` and
+        ``runner.data_loader``), with the model in the matching train or eval mode."""
+        self.model.train(mode == 'train')  # train(False) is what eval() does
+        self.mode = mode
+        self.data_loader = data_loader
+
+    @contextmanager
+    def _holding(self, data_batch):
+        """``runner.data_batch`` for the hooks of one iteration; gone once it ends, as in MMCV."""
+        self.data_batch = data_batch
+        yield data_batch
+        del self.data_batch
 
     # -- what both run() methods do first ----------------------------------------------------
     def _check_workflow(self, data_loaders, workflow):
@@ -223,21 +234,18 @@ class BaseRunner(metaclass=ABCMeta):
         self.outputs = outputs
 
     # -- lr and momentum, as logger hooks print them -----------------------------------------
-    def _per_param_group(self, read, what):
-        """``read(group)`` of every param group: a list, or a dict of lists for a dict of
-        optimizers."""
-        if isinstance(self.optimizer, Optimizer):
-            return [read(group) for group in self.optimizer.param_groups]
-        if isinstance(self.optimizer, dict):
-            return {name: [read(group) for group in optim.param_groups]
-                    for name, optim in self.optimizer.items()}
-        raise RuntimeError(f'{what} is not applicable because optimizer does not exist.')
+    def _for_each_group(self, read, what):
+        """``read(group)`` of every param group (``for_each_group``): a list, or a dict of lists
+        for a dict of optimizers; MMCV's error without an optimizer."""
+        if not isinstance(self.optimizer, (Optimizer, dict)):
+            raise RuntimeError(f'{what} is not applicable because optimizer does not exist.')
+        return for_each_group(self.optimizer, read)
 
     def current_lr(self):
-        return self._per_param_group(lambda group: group['lr'], 'lr')
+        return self._for_each_group(lambda group: group['lr'], 'lr')
 
     def current_momentum(self):
-        return self._per_param_group(_group_momentum, 'momentum')
+        return self._for_each_group(_group_momentum, 'momentum')
 
     # -- hooks -------------------------------------------------------------------------------
     def register_hook(self, hook, priority='NORMAL'):

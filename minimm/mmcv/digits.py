@@ -16,7 +16,7 @@ from minimm.registry import DATASETS, MODELS
 
 @MODELS.register_module()
 class MMCVDigitsClassifier(DigitsCNN):
-    """``DigitsCNN`` with MMCV 1.x's ``forward(..., return_loss)``, ``train_step`` and ``val_step``."""
+    """``DigitsCNN`` with MMCV 1.x's ``forward(..., return_loss)``, ``train_step``, ``val_step``."""
 
     def forward(self, inputs, data_samples=None, return_loss: bool = True):
         if return_loss:

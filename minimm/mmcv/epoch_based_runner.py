@@ -34,36 +34,29 @@ class EpochBasedRunner(BaseRunner):
             outputs, '"batch_processor()" or "model.train_step()" and "model.val_step()"')
 
     def train(self, data_loader, **kwargs):
-        self.model.train()
-        self.mode = 'train'
-        self.data_loader = data_loader
+        self._enter_phase('train', data_loader)
         self._max_iters = self._max_epochs * len(data_loader)
         self.call_hook('before_train_epoch')
-        for batch_index, data_batch in enumerate(data_loader):
-            self.data_batch = data_batch  # hooks may read it until the iteration ends
-            self._inner_iter = batch_index
-            self.call_hook('before_train_iter')
-            self.run_iter(data_batch, train_mode=True, **kwargs)
-            self.call_hook('after_train_iter')
-            del self.data_batch
+        # The loop sets inner_iter, the batch index hooks read, as it goes.
+        for self._inner_iter, data_batch in enumerate(data_loader):
+            with self._holding(data_batch):
+                self.call_hook('before_train_iter')
+                self.run_iter(data_batch, train_mode=True, **kwargs)
+                self.call_hook('after_train_iter')
             self._iter += 1
         self.call_hook('after_train_epoch')
         self._epoch += 1
 
     @torch.no_grad()
     def val(self, data_loader, **kwargs):
-        # epoch and iter stay as they are: validation is not training progress
-        self.model.eval()
-        self.mode = 'val'
-        self.data_loader = data_loader
+        """One pass over ``data_loader``; ``epoch`` and ``iter`` stay (it is not training)."""
+        self._enter_phase('val', data_loader)
         self.call_hook('before_val_epoch')
-        for batch_index, data_batch in enumerate(data_loader):
-            self.data_batch = data_batch
-            self._inner_iter = batch_index
-            self.call_hook('before_val_iter')
-            self.run_iter(data_batch, train_mode=False)  # no **kwargs: MMCV 1.7 drops them
-            self.call_hook('after_val_iter')
-            del self.data_batch
+        for self._inner_iter, data_batch in enumerate(data_loader):
+            with self._holding(data_batch):
+                self.call_hook('before_val_iter')
+                self.run_iter(data_batch, train_mode=False)  # no **kwargs: MMCV 1.7 drops them
+                self.call_hook('after_val_iter')
         self.call_hook('after_val_epoch')
 
     def _all_epochs_done(self):

@@ -56,40 +56,29 @@ class IterBasedRunner(BaseRunner):
     def _all_iters_done(self):
         return self.iter >= self._max_iters
 
-    def _take_batch(self, data_loader):
-        """The next batch; until the iteration ends, hooks find it and its loader on the runner
-        (``runner.data_batch``, ``runner.data_loader``)."""
-        self.data_loader = data_loader
-        self.data_batch = next(data_loader)
-        return self.data_batch
-
     def train(self, data_loader, **kwargs):
         """One train iteration on the next batch of ``data_loader`` (an ``IterLoader``)."""
-        self.model.train()
-        self.mode = 'train'
+        self._enter_phase('train', data_loader)
         # read before fetching: at a wrap, this iteration still counts in the old epoch
         self._epoch = data_loader.epoch
-        data_batch = self._take_batch(data_loader)
-        self.call_hook('before_train_iter')
-        outputs = self.model.train_step(data_batch, self.optimizer, **kwargs)
-        self._record_outputs(outputs, 'model.train_step()')
-        self.call_hook('after_train_iter')
-        del self.data_batch
+        with self._holding(next(data_loader)) as data_batch:
+            self.call_hook('before_train_iter')
+            outputs = self.model.train_step(data_batch, self.optimizer, **kwargs)
+            self._record_outputs(outputs, 'model.train_step()')
+            self.call_hook('after_train_iter')
         self._inner_iter += 1
         self._iter += 1
 
     @torch.no_grad()
     def val(self, data_loader, **kwargs):
         """One val iteration; ``iter`` does not move."""
-        self.model.eval()
-        self.mode = 'val'
-        data_batch = self._take_batch(data_loader)
-        self.call_hook('before_val_iter')
-        # no optimizer passed, unlike EpochBasedRunner; the log_vars share the train buffer, so
-        # they join the next train log line's averages (both as in MMCV 1.7)
-        self._record_outputs(self.model.val_step(data_batch, **kwargs), 'model.val_step()')
-        self.call_hook('after_val_iter')
-        del self.data_batch
+        self._enter_phase('val', data_loader)
+        with self._holding(next(data_loader)) as data_batch:
+            self.call_hook('before_val_iter')
+            # no optimizer passed, unlike EpochBasedRunner; the log_vars share the train buffer,
+            # so they join the next train log line's averages (both as in MMCV 1.7)
+            self._record_outputs(self.model.val_step(data_batch, **kwargs), 'model.val_step()')
+            self.call_hook('after_val_iter')
         self._inner_iter += 1
 
     def run(self, data_loaders, workflow, max_iters=None, **kwargs):

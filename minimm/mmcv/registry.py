@@ -1,10 +1,11 @@
 """``build_from_cfg``: how MMCV 1.x turns a config dict into an object.
 
-The registry *class* is minimm's (``minimm.registry.Registry``); every registry of ``minimm.mmcv``
-(``HOOKS``, ``RUNNERS``, ``OPTIMIZERS``...) is made with this function as its ``build_func``, because
-MMCV 1.7 builds a little differently from MMEngine: it looks the name up in that registry alone,
-and when the constructor fails it re-raises the same kind of error with the class name in front
-(``KeyError('StepLrUpdaterHook: ...')``), so a bad config names the hook it broke.
+The registry *class* is minimm's (``minimm.registry.Registry``); every registry of
+``minimm.mmcv`` (``HOOKS``, ``RUNNERS``, ``OPTIMIZERS``...) is made with this function as its
+``build_func``, because MMCV 1.7 builds a little differently from MMEngine: it looks the name up
+in that registry alone, and when the constructor fails it re-raises the same kind of error with the
+class name in front (``KeyError('StepLrUpdaterHook: ...')``), so a bad config names the hook it
+broke.
 Left out compared with MMCV: scopes and parent registries.
 """
 import inspect

@@ -3,7 +3,8 @@
 ``get_host_info``, ``get_time_str``, ``obj_from_dict`` and ``set_random_seed`` are the names
 ``mmcv.runner`` exports. Three more live here because the runners and hooks need them, though MMCV
 keeps them elsewhere: ``is_method_overridden`` and ``symlink`` (``mmcv.utils``) and
-``json_set_default`` (the JSON fallback of ``mmcv.dump``).
+``json_set_default`` (the JSON fallback of ``mmcv.dump``). ``is_method_overridden`` is the one of
+``minimm.utils`` (one implementation for both worlds, under the name each exports).
 """
 import os
 import random
@@ -16,6 +17,7 @@ from socket import gethostname
 import numpy as np
 import torch
 
+from ..utils.misc import is_method_overridden  # noqa: F401  (mmcv.utils exports it)
 from .dist_utils import get_dist_info
 
 
@@ -72,15 +74,6 @@ def symlink(src: str, dst: str) -> None:
     if os.path.lexists(dst):
         os.remove(dst)
     os.symlink(src, dst)
-
-
-def is_method_overridden(method: str, base_class: type, derived_class) -> bool:
-    """Whether the class of ``derived_class`` (itself, if it is a class) defines ``method``
-    differently from ``base_class``. Only classes are compared: a function stored on an instance
-    (``ClosureHook``) does not count."""
-    assert isinstance(base_class, type), "base_class doesn't accept instance, Please pass class"
-    cls = derived_class if isinstance(derived_class, type) else type(derived_class)
-    return getattr(cls, method) != getattr(base_class, method)
 
 
 def json_set_default(obj):

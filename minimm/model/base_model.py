@@ -102,6 +102,17 @@ class BaseDataPreprocessor(nn.Module):
         return super().cpu()
 
 
+def _as_preprocessor(given: Union[dict, nn.Module, None]) -> nn.Module:
+    """A module is used as it is; a config (``None``: the default one) is built by ``MODELS``."""
+    if isinstance(given, nn.Module):
+        return given
+    cfg = dict(type='BaseDataPreprocessor') if given is None else given
+    if not isinstance(cfg, dict):
+        raise TypeError('data_preprocessor should be a `dict` or `nn.Module` instance, '
+                        f'but got {type(given).__name__}')
+    return MODELS.build(cfg)
+
+
 class BaseModel(nn.Module, metaclass=ABCMeta):
     """Base class of trainable models: implements the step methods on top of ``forward``.
 
@@ -122,15 +133,7 @@ class BaseModel(nn.Module, metaclass=ABCMeta):
                 'initialisers; initialise the weights in the model\'s own init_weights() instead')
         self.init_cfg = init_cfg
         self._is_init = False
-        if data_preprocessor is None:
-            data_preprocessor = dict(type='BaseDataPreprocessor')
-        if isinstance(data_preprocessor, nn.Module):
-            self.data_preprocessor = data_preprocessor
-        elif isinstance(data_preprocessor, dict):
-            self.data_preprocessor = MODELS.build(data_preprocessor)
-        else:
-            raise TypeError('data_preprocessor should be a `dict` or `nn.Module` instance, '
-                            f'but got {type(data_preprocessor).__name__}')
+        self.data_preprocessor = _as_preprocessor(data_preprocessor)
 
     @property
     def is_init(self) -> bool:

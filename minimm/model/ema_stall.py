@@ -23,7 +23,8 @@ LOOK_AT_CALLS = (2, 10, 100, 1000)
 
 def stalled_share(ema: Sequence[Tensor], src: Sequence[Tensor], weight: float) -> float:
     """Of the elements where ``src`` and ``ema`` differ, the share that one step with ``weight``
-    would leave unchanged (the step is under half an ulp of the EMA's dtype); 0.0 when none differ."""
+    would leave unchanged (the step is under half an ulp of the EMA's dtype); 0.0 when none
+    differ."""
     differ = stuck = 0
     for e, s in zip(ema, src):
         start = e.float()
@@ -36,7 +37,8 @@ def stalled_share(ema: Sequence[Tensor], src: Sequence[Tensor], weight: float) -
 
 class StallCheck:
     """Counts the averaging calls; on the calls in ``LOOK_AT_CALLS`` the averaged model passes its
-    entries to :meth:`look`, which warns once when most low-precision EMA elements would not move."""
+    entries to :meth:`look`, which warns once when most low-precision EMA elements would not
+    move."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -47,8 +49,10 @@ class StallCheck:
         self.calls += 1
         return not self.warned and self.calls in LOOK_AT_CALLS
 
-    def look(self, owner: str, ema: Sequence[Tensor], src: Sequence[Tensor], weight: float) -> None:
-        """Warn (once) when most low-precision EMA elements would not move in a step with ``weight``."""
+    def look(self, owner: str, ema: Sequence[Tensor], src: Sequence[Tensor],
+             weight: float) -> None:
+        """Warn (once) when most low-precision EMA elements would not move in a step with
+        ``weight``."""
         pairs = [(e, s.to(e.device)) for e, s in zip(ema, src) if e.dtype in LOW_PRECISION]
         if not pairs:
             return
@@ -56,7 +60,9 @@ class StallCheck:
         if share > 0.5:
             self.warned = True
             dtype = str(pairs[0][0].dtype).replace('torch.', '')
-            warnings.warn(f'{owner}: the EMA is kept in {dtype} and {share:.0%} of its elements that differ from '
-                          f'the model would not move in an averaging step: momentum={weight} times their '
-                          f'difference is under half a unit in the last place of {dtype}. Keep the average in '
-                          f"fp32 with ema_dtype='float32' (the model may still train in {dtype}).", stacklevel=4)
+            warnings.warn(f'{owner}: the EMA is kept in {dtype} and {share:.0%} of its elements '
+                          'that differ from the model would not move in an averaging step: '
+                          f'momentum={weight} times their difference is under half a unit in the '
+                          f'last place of {dtype}. Keep the average in fp32 with '
+                          f"ema_dtype='float32' (the model may still train in {dtype}).",
+                          stacklevel=4)

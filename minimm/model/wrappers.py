@@ -23,7 +23,7 @@ import torch.nn as nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from ..registry import MODEL_WRAPPERS, Registry
-from ..registry.utils import walk
+from ..registry.lookup import walk
 from .base_model import BaseModel
 
 MODEL_WRAPPERS.register_module(module=DistributedDataParallel)

@@ -3,7 +3,8 @@
 PyTorch calls a fake kernel instead of the real one for tensors without data: the ``meta``
 device, ``FakeTensor`` s under ``torch.compile`` and ``torch.library.opcheck``. Each one runs the
 same checks as the PyTorch twins, so a call mixing CPU and ``meta`` tensors fails with the same
-ValueError on every backend. The loader registers them once the native ops are loaded.
+ValueError on every backend. They are registered once the native ops are loaded (this module
+puts ``register`` in ``loader.when_loaded``; ``ops/__init__.py`` imports it).
 The plans (``EMAPlan``, ``PackPlan``) are TorchScript classes whose methods run the kernels
 directly, outside the dispatcher; they have no fake kernels.
 """
@@ -12,6 +13,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from . import loader
 from .ema import _check_pairs
 from .pack import _groups, layout
 
@@ -21,17 +23,19 @@ _registered = False
 def _check_one_device(name: str, tensors: Sequence[Tensor]) -> None:
     devices = {t.device for t in tensors}
     if len(devices) > 1:
-        raise ValueError(f'{name}: the tensors are on {sorted(map(str, devices))}; all tensors of one call '
-                         'must share a device')
+        raise ValueError(f'{name}: the tensors are on {sorted(map(str, devices))}; all tensors of '
+                         'one call must share a device')
 
 
-def _ema_update_fake(ema: List[Tensor], src: List[Tensor], weight_tensor: Optional[Tensor], weight: float) -> None:
+def _ema_update_fake(ema: List[Tensor], src: List[Tensor], weight_tensor: Optional[Tensor],
+                     weight: float) -> None:
     _check_pairs('ema_update_', ema, src)
 
 
 def _pack_fake(tensors: List[Tensor]) -> List[Tensor]:
     _check_one_device('pack', tensors)
-    return [tensors[g[0]].new_empty(layout([tensors[i] for i in g])[1]) for g in _groups(tensors).values()]
+    return [tensors[g[0]].new_empty(layout([tensors[i] for i in g])[1])
+            for g in _groups(tensors).values()]
 
 
 def _unpack_fake(flats: List[Tensor], tensors: List[Tensor], scale: float) -> None:
@@ -48,3 +52,5 @@ def register() -> None:
     torch.library.register_fake('minimm::unpack_', _unpack_fake)
     _registered = True
 
+
+loader.when_loaded.append(register)

@@ -7,7 +7,8 @@ hard dependency. The decision, in order:
 2. A module prebuilt by ``MINIMM_BUILD_EXT=1 pip install -e .`` (``minimm/_C*.so``): load it.
 3. A JIT build of ``csrc/`` with ``torch.utils.cpp_extension.load`` and ninja, cached in
    ``TORCH_EXTENSIONS_DIR`` when set, else ``<repo>/.torch_extensions`` (git-ignored) for a
-   checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA toolkit are there.
+   checkout, else torch's default. The CUDA kernels are built only when a GPU and the CUDA
+   toolkit are there.
    A cached build whose key (sources, headers, flags, torch and Python versions) still matches is
    loaded as it is, without ninja or a compiler; anything else prints a "compiling" line first.
    The build runs the ninja of the ``ninja`` Python package (a dependency) whatever the PATH says.
@@ -31,7 +32,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -42,7 +43,8 @@ REPO_DIR = os.path.dirname(PACKAGE_DIR)
 CSRC_DIR = os.path.join(REPO_DIR, 'csrc')
 CPU_SOURCES = ['ema.cpp', 'pack.cpp']
 CUDA_SOURCES = ['ema_kernel.cu', 'pack_kernel.cu']
-HEADERS = ['checks.h', 'table.h', 'ema.h', 'pack.h', 'multi_tensor_apply.cuh']  # a change rebuilds the JIT module
+# A change to a header rebuilds the JIT module too.
+HEADERS = ['checks.h', 'table.h', 'ema.h', 'pack.h', 'multi_tensor_apply.cuh']
 # -ffp-contract=off: the kernels must round `ema + w * (src - ema)` as three separate operations
 # on every machine; a fused multiply-add would change the last bit on some.
 CXX_FLAGS = ['-O3', '-ffp-contract=off', '-fopenmp']
@@ -54,7 +56,8 @@ def build_settings(with_cuda: bool) -> Dict[str, List[str]]:
     sources = [os.path.join(CSRC_DIR, name) for name in CPU_SOURCES]
     if with_cuda:
         sources += [os.path.join(CSRC_DIR, name) for name in CUDA_SOURCES]
-    return {'sources': sources, 'extra_cflags': list(CXX_FLAGS), 'extra_cuda_cflags': list(NVCC_FLAGS)}
+    return {'sources': sources, 'extra_cflags': list(CXX_FLAGS),
+            'extra_cuda_cflags': list(NVCC_FLAGS)}
 
 
 class Policy(NamedTuple):
@@ -86,6 +89,9 @@ class _Decision(NamedTuple):
 
 _lock = threading.Lock()
 _decision: Optional[_Decision] = None
+# Called once the native library is loaded. fake.py adds the registration of its fake kernels
+# (it imports the twins, which import this module, so this module does not import it).
+when_loaded: List[Callable[[], None]] = []
 
 
 def _find_prebuilt() -> Optional[str]:
@@ -97,7 +103,8 @@ def _find_prebuilt() -> Optional[str]:
 
 
 def _cuda_toolkit() -> Optional[str]:
-    """The CUDA toolkit root to build with, or None when CUDA kernels cannot or need not be built."""
+    """The CUDA toolkit root to build with, or None when CUDA kernels cannot or need not be
+    built."""
     if torch.version.cuda is None or not torch.cuda.is_available():
         return None
     home = os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')
@@ -112,7 +119,8 @@ def _build_directory(name: str) -> str:
     root = os.environ.get('TORCH_EXTENSIONS_DIR')
     if root is None:
         checkout = os.path.exists(os.path.join(REPO_DIR, '.git'))
-        root = os.path.join(REPO_DIR, '.torch_extensions') if checkout else os.path.expanduser('~/.cache/torch_extensions')
+        root = (os.path.join(REPO_DIR, '.torch_extensions') if checkout
+                else os.path.expanduser('~/.cache/torch_extensions'))
     path = os.path.join(root, name)
     os.makedirs(path, exist_ok=True)
     return path
@@ -142,7 +150,8 @@ def _build_key(with_cuda: bool, settings: Dict[str, List[str]]) -> str:
     for path in settings['sources'] + [os.path.join(CSRC_DIR, name) for name in HEADERS]:
         with open(path, 'rb') as f:
             digest.update(f.read())
-    flags = [settings['extra_cflags'], settings['extra_cuda_cflags'], with_cuda, torch.__version__, sys.version]
+    flags = [settings['extra_cflags'], settings['extra_cuda_cflags'], with_cuda, torch.__version__,
+             sys.version]
     digest.update(repr(flags).encode())
     return digest.hexdigest()
 
@@ -195,17 +204,19 @@ def _jit_build(with_cuda: bool) -> str:
     with _package_ninja_first():
         if not cpp_extension.is_ninja_available():
             raise RuntimeError('ninja is not installed (pip install ninja)')
-        why = 'no cached build' if not os.path.exists(library) else 'sources, flags or torch changed'
+        why = ('no cached build' if not os.path.exists(library)
+               else 'sources, flags or torch changed')
         print(f'minimm: compiling the native ops into {directory} ({why}; this takes 10-20 seconds'
               f'{", more with CUDA" if with_cuda else ""})', flush=True)
-        cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda, is_python_module=False,
-                           verbose=False, **settings)
+        cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda,
+                           is_python_module=False, verbose=False, **settings)
     # Written whole and then renamed, so another process never reads half a key.
     partial = f'{key_file}.{os.getpid()}'
     with open(partial, 'w') as f:
         f.write(key)
     os.replace(partial, key_file)
-    logger.info('minimm: native ops built and loaded from %s in %.1f s', directory, time.perf_counter() - start)
+    logger.info('minimm: native ops built and loaded from %s in %.1f s', directory,
+                time.perf_counter() - start)
     return directory
 
 
@@ -246,19 +257,21 @@ def _decide(policy: Policy) -> _Decision:
     except Exception as error:  # any build or load failure means: use the fallback, say why
         why = _reason(error)
         if policy.required:
-            raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: {why}') from error
-        warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})', stacklevel=3)
+            raise RuntimeError('MINIMM_REQUIRE_EXT=1 but the native ops could not be loaded: '
+                               f'{why}') from error
+        warnings.warn(f'minimm: native ops unavailable, using the PyTorch fallback ({why})',
+                      stacklevel=3)
         return _Decision({'cpu': 'fallback', 'cuda': 'fallback'}, {'cpu': why, 'cuda': why})
-    from . import fake  # imported here: it imports the twins, which import this module
-    fake.register()
+    for register in when_loaded:
+        register()
     has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key('minimm::ema_update_', 'CUDA')
     if has_cuda:
         cuda = ('native', where)
     elif not torch.cuda.is_available():
         cuda = ('fallback', 'no CUDA device (torch._foreach_* would be used)')
     else:
-        cuda = ('fallback', (cuda_failure or 'the extension has no CUDA kernels (no CUDA toolkit found; set '
-                             'CUDA_HOME)') + '; torch._foreach_* is used')
+        cuda = ('fallback', (cuda_failure or 'the extension has no CUDA kernels (no CUDA toolkit '
+                             'found; set CUDA_HOME)') + '; torch._foreach_* is used')
         if policy.required:
             raise RuntimeError(f'MINIMM_REQUIRE_EXT=1 but {cuda[1]}')
         warnings.warn(f'minimm: native CUDA ops unavailable: {cuda[1]}', stacklevel=3)
@@ -272,7 +285,8 @@ def _get() -> _Decision:
             if _decision is None:
                 decision = _decide(Policy.from_env())
                 for device in ('cpu', 'cuda'):
-                    logger.info('minimm ops on %s: %s (%s)', device, decision.devices[device], decision.reasons[device])
+                    logger.info('minimm ops on %s: %s (%s)', device, decision.devices[device],
+                                decision.reasons[device])
                 _decision = decision
     return _decision
 

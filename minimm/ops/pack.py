@@ -38,8 +38,8 @@ def _groups(tensors: Sequence[Tensor]) -> Dict[Tuple[torch.dtype, torch.device],
 
 ALIGN_BYTES = 16  # csrc/table.h kAlignBytes
 # The dtypes unpack_ can multiply by a scale (csrc/pack.cpp scale_index); others only copy.
-SCALABLE = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
-            torch.float64, torch.bfloat16)
+SCALABLE = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+            torch.float32, torch.float64, torch.bfloat16)
 
 
 def layout(tensors: Sequence[Tensor]) -> Tuple[List[int], int]:
@@ -106,34 +106,37 @@ def pack_ref(tensors: Sequence[Tensor]) -> List[Tensor]:
     return [_pack_group([tensors[i] for i in group]) for group in _groups(tensors).values()]
 
 
-def unpack_ref(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor], scale: float = 1.0) -> None:
+def unpack_ref(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor],
+               scale: float = 1.0) -> None:
     """The PyTorch twin of :func:`unpack_`."""
     tensors, flats = list(tensors), _as_list(flat)
     _check('unpack_', tensors)
     groups = list(_groups(tensors).values())
     if len(flats) != len(groups):
-        raise ValueError(f'unpack_: got {len(flats)} flat tensors but the tensors pack into {len(groups)} '
-                         '(one per dtype and device)')
+        raise ValueError(f'unpack_: got {len(flats)} flat tensors but the tensors pack into '
+                         f'{len(groups)} (one per dtype and device)')
     for flat_tensor, group in zip(flats, groups):
         members = [tensors[i] for i in group]
         starts, total = layout(members)
         if flat_tensor.numel() != total or flat_tensor.dtype != members[0].dtype:
-            raise ValueError(f'unpack_: a flat tensor of {flat_tensor.numel()} {flat_tensor.dtype} elements does '
-                             f'not match its {total} {members[0].dtype} elements')
+            raise ValueError(f'unpack_: a flat tensor of {flat_tensor.numel()} {flat_tensor.dtype} '
+                             f'elements does not match its {total} {members[0].dtype} elements')
         pieces = torch.split(flat_tensor, _pieces(starts, members))[1::2]
         for t, piece in zip(members, pieces):
             t.copy_(_scaled(piece, scale).view_as(t))
 
 
 def pack(tensors: Sequence[Tensor]) -> List[Tensor]:
-    """One flat tensor per (dtype, device) of ``tensors`` (first-seen order), the tensors back to back."""
+    """One flat tensor per (dtype, device) of ``tensors`` (first-seen order), the tensors back
+    to back."""
     tensors = list(tensors)
     if tensors and len({t.device for t in tensors}) == 1 and native_for(tensors[0].device):
         return list(torch.ops.minimm.pack(tensors))
     return pack_ref(tensors)
 
 
-def unpack_(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor], scale: float = 1.0) -> None:
+def unpack_(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor],
+            scale: float = 1.0) -> None:
     """Copy ``flat`` (what :func:`pack` returned: a list, or one tensor) back into ``tensors``,
     multiplied by ``scale`` (e.g. ``1 / world_size`` after a SUM all-reduce)."""
     tensors = list(tensors)
@@ -162,7 +165,8 @@ class PackPlan:
         _check('PackPlan', self.tensors)
         for i, t in enumerate(self.tensors):
             if not t.is_contiguous():
-                raise ValueError(f'PackPlan: tensor {i} is not contiguous; call .contiguous() first')
+                raise ValueError(f'PackPlan: tensor {i} is not contiguous; call .contiguous() '
+                                 'first')
         groups = _groups(self.tensors)
         # One native plan per device; each packs its tensors into one flat tensor per dtype.
         devices = list(dict.fromkeys(device for _, device in groups))
@@ -176,7 +180,8 @@ class PackPlan:
                 self._native[device] = torch.classes.minimm.PackPlan(members)
         self._keys = list(groups)
         self._members = [[self.tensors[i] for i in group] for group in groups.values()]
-        self.flats = [self._flat_of(key, members) for key, members in zip(self._keys, self._members)]
+        self.flats = [self._flat_of(key, members)
+                      for key, members in zip(self._keys, self._members)]
 
     def _flat_of(self, key: Tuple[torch.dtype, torch.device], members: List[Tensor]) -> Tensor:
         dtype, device = key

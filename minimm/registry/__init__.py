@@ -1,17 +1,17 @@
 """Registries: ``Registry``, the build functions, the root registries, the default scope and
 two tree utilities (MMEngine's ``mmengine.registry``; see ``registry.py`` first)."""
-from .registry import Registry
-from .utils import CUSTOM_IMPORT_HINT, import_object
+from ..utils.misc import import_object
 from .build_functions import (build_from_cfg, build_model_from_cfg, build_runner_from_cfg,
                               build_scheduler_from_cfg)
+from .default_scope import DefaultScope, init_default_scope
+from .lookup import CUSTOM_IMPORT_HINT
+from .registry import Registry
 from .root import (DATA_SAMPLERS, DATASETS, EVALUATOR, FUNCTIONS, HOOKS, INFERENCERS,
                    LOG_PROCESSORS, LOOPS, METRICS, MODEL_WRAPPERS, MODELS,
                    OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPERS, OPTIMIZERS, PARAM_SCHEDULERS,
                    RUNNER_CONSTRUCTORS, RUNNERS, STRATEGIES, TASK_UTILS, TRANSFORMS, VISBACKENDS,
                    VISUALIZERS, WEIGHT_INITIALIZERS)
-# Last: DefaultScope is a ManagerMixin from minimm.logging, which imports the registries above.
-from .default_scope import DefaultScope, init_default_scope
-from .utils import count_registered_modules, traverse_registry_tree  # noqa: E402
+from .utils import count_registered_modules, traverse_registry_tree
 
 __all__ = [
     'Registry', 'build_from_cfg', 'build_model_from_cfg', 'build_runner_from_cfg',

@@ -8,15 +8,19 @@ their own way: ``RUNNERS`` through the runner's ``from_cfg``, ``MODELS`` turns a
 ``nn.Sequential``, and ``PARAM_SCHEDULERS`` converts epochs to iterations on request.
 """
 import inspect
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .registry import Registry
+from ..config import Config
+from ..utils.manager import ManagerMixin
+
+if TYPE_CHECKING:  # for the annotations only: registry.py imports this file
+    from .registry import Registry
 
 __all__ = ['build_from_cfg', 'build_runner_from_cfg', 'build_model_from_cfg',
            'build_scheduler_from_cfg']
 
 
-def build_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = None) -> Any:
+def build_from_cfg(cfg: Any, registry: 'Registry', default_args: Optional[dict] = None) -> Any:
     """Build an object from a config (a ``dict``, ``ConfigDict`` or ``Config``).
 
     ``cfg['type']`` is a registered name or a callable; the other keys are keyword arguments.
@@ -26,7 +30,6 @@ def build_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = 
     re-raised naming the type, so a typo in a config key points back at the config entry.
     """
     args = _merge_args(cfg, registry, default_args)
-    from ..logging.manager import ManagerMixin  # here: logging imports the registries
     with registry.switch_scope_and_registry(args.pop('_scope_', None)) as registry:
         obj_cls = _type_to_callable(args.pop('type'), registry)
         try:
@@ -43,13 +46,13 @@ def build_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = 
             raise
 
 
-def _merge_args(cfg: Any, registry: Registry, default_args: Optional[dict]) -> dict:
+def _merge_args(cfg: Any, registry: 'Registry', default_args: Optional[dict]) -> dict:
     """``cfg`` as a plain dict with ``default_args`` filled in, after checking all three."""
-    from ..config import Config  # here: the config package imports the registry
     cfg, default_args = (c.to_dict() if isinstance(c, Config) else c for c in (cfg, default_args))
     if not isinstance(cfg, dict):
         raise TypeError(f'cfg should be a dict, ConfigDict or Config, but got {type(cfg)}')
-    if not isinstance(registry, Registry):
+    # Told by what a registry can do, not by its class: registry.py imports this file.
+    if not callable(getattr(registry, 'switch_scope_and_registry', None)):
         raise TypeError(f'registry must be a mmengine.Registry object, but got {type(registry)}')
     if not (default_args is None or isinstance(default_args, dict)):
         raise TypeError('default_args should be a dict, ConfigDict or None, but got '
@@ -63,7 +66,7 @@ def _merge_args(cfg: Any, registry: Registry, default_args: Optional[dict]) -> d
     return args
 
 
-def _type_to_callable(obj_type: Any, registry: Registry) -> Callable:
+def _type_to_callable(obj_type: Any, registry: 'Registry') -> Callable:
     """What a config's ``type`` names: looked up when a string, used as is when callable."""
     if isinstance(obj_type, str):
         obj_cls = registry.get(obj_type)
@@ -85,10 +88,9 @@ def _is_signature_error(obj_cls: Callable, args: dict) -> bool:
     return False
 
 
-def build_runner_from_cfg(cfg: Any, registry: Registry) -> Any:
+def build_runner_from_cfg(cfg: Any, registry: 'Registry') -> Any:
     """Build a runner from a whole config: ``cfg.runner_type`` (default ``'Runner'``) names the
     runner class, whose ``from_cfg`` builds it from the config."""
-    from ..config import Config
     if not isinstance(cfg, (dict, Config)):
         raise TypeError(f'cfg should be a dict, ConfigDict or Config, but got {type(cfg)}')
     runner_type = cfg.get('runner_type', 'Runner')
@@ -97,7 +99,7 @@ def build_runner_from_cfg(cfg: Any, registry: Registry) -> Any:
     return _type_to_callable(runner_type, registry).from_cfg(cfg)
 
 
-def build_model_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = None):
+def build_model_from_cfg(cfg: Any, registry: 'Registry', default_args: Optional[dict] = None):
     """``MODELS``' build function: a list of configs becomes an ``nn.Sequential`` of them."""
     if isinstance(cfg, list):
         import torch.nn as nn
@@ -105,7 +107,7 @@ def build_model_from_cfg(cfg: Any, registry: Registry, default_args: Optional[di
     return build_from_cfg(cfg, registry, default_args)
 
 
-def build_scheduler_from_cfg(cfg: Any, registry: Registry, default_args: Optional[dict] = None):
+def build_scheduler_from_cfg(cfg: Any, registry: 'Registry', default_args: Optional[dict] = None):
     """``PARAM_SCHEDULERS``' build function.
 
     ``convert_to_iter_based=True`` builds through the class's ``build_iter_from_epoch``, which

@@ -15,8 +15,8 @@ import logging
 from contextlib import contextmanager
 from typing import Optional
 
-from ..logging.manager import ManagerMixin
-from .utils import import_scope_registry
+from ..utils.manager import ManagerMixin
+from .lookup import import_scope_registry
 
 _overwrite_ids = itertools.count()
 # (scope, registry name) pairs already warned about: a run builds dozens of objects, and one
@@ -96,5 +96,6 @@ def init_default_scope(scope: str) -> None:
 
 
 def _warn(message: str) -> None:
-    from ..logging import print_log  # here: the logging package imports the registries
+    # Here, and from the module: the logging package imports the registries to register in them.
+    from ..logging.logger import print_log
     print_log(message, logger='current', level=logging.WARNING)

@@ -34,7 +34,10 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .utils import import_object, import_scope_registry, not_found_message
+from ..utils.misc import import_object
+from .build_functions import build_from_cfg
+from .default_scope import DefaultScope, registry_for_scope
+from .lookup import import_scope_registry, not_found_message, walk
 
 # minimm stands in for two libraries; its own registries answer to the scope names that the
 # configs of those libraries' users name (``default_scope='mmengine'``).
@@ -72,8 +75,6 @@ class Registry:
         if parent is not None:
             parent._add_child(self)
         if build_func is None:
-            # Imported here, as MMEngine does: build_functions.py imports this file.
-            from .build_functions import build_from_cfg
             build_func = build_from_cfg if parent is None else parent.build_func
         self.build_func = build_func
 
@@ -91,7 +92,7 @@ class Registry:
 
     @staticmethod
     def split_scope_key(key: str) -> Tuple[Optional[str], str]:
-        """``'mydet.RetinaNet'`` -> ``('mydet', 'RetinaNet')``; ``'RetinaNet'`` -> ``(None, ...)``."""
+        """``'mydet.RetinaNet'`` -> ``('mydet', 'RetinaNet')``; ``'RetinaNet'``: ``(None, ...)``."""
         scope, dot, rest = key.partition('.')
         return (scope, rest) if dot else (None, key)
 
@@ -128,14 +129,9 @@ class Registry:
         return root
 
     def _search_child(self, scope: str) -> Optional['Registry']:
-        """The registry of ``scope`` in the subtree below (and including) this one."""
-        if self._scope == scope:
-            return self
-        for child in self._children.values():
-            found = child._search_child(scope)
-            if found is not None:
-                return found
-        return None
+        """The registry of ``scope`` in the subtree below (and including) this one: the first one
+        that ``walk`` meets, parents before children."""
+        return next((node for node in walk(self) if node._scope == scope), None)
 
     def _registry_of_scope(self, scope: str) -> Optional['Registry']:
         """The registry of ``scope`` in this tree, after importing ``{scope}.registry`` if the
@@ -187,7 +183,6 @@ class Registry:
     def switch_scope_and_registry(self, scope: Optional[str]):
         """Make ``scope`` the default scope (``None``: keep the current one) for the ``with``
         block, and give the registry of the tree that serves it (this one if none does)."""
-        from .default_scope import DefaultScope, registry_for_scope
         with DefaultScope.overwrite_default_scope(scope):
             current = DefaultScope.get_current_instance()
             yield self if current is None else registry_for_scope(self, current.scope_name)

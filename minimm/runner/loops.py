@@ -21,9 +21,9 @@ import bisect
 from typing import Dict, List, Optional, Tuple
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader
+from torch.utils.data import DataLoader
 
-from ..dataset import InfiniteSampler
+from ..dataset.sampler import start_dataloader_at
 from ..evaluator import BaseMetric
 from ..registry import LOOPS
 from .base_loop import BaseLoop
@@ -33,16 +33,6 @@ from .utils import calc_dynamic_intervals
 
 def _describe(outputs) -> str:
     return f'keys {list(outputs)}' if isinstance(outputs, dict) else type(outputs).__name__
-
-
-def _in_train_mode(module: torch.nn.Module) -> bool:
-    """Whether ``module.train()`` (a setattr on every submodule: ten times this walk) is a no-op."""
-    if not module.training or type(module).train is not torch.nn.Module.train:
-        return False
-    for child in module._modules.values():
-        if child is not None and not _in_train_mode(child):
-            return False
-    return True
 
 
 class BaseTrainLoop(BaseLoop):
@@ -134,6 +124,7 @@ class EpochBasedTrainLoop(BaseTrainLoop):
         return self.runner.model
 
     def run_epoch(self) -> None:
+        # The stages' order here is the API hooks rely on, so it has MMEngine's shape.
         self.runner.call_hook('before_train_epoch')
         self.runner.model.train()
         for idx, data_batch in enumerate(self.dataloader):
@@ -176,27 +167,18 @@ class _InfiniteDataloaderIterator:
             return next(self._iterator)
 
     def skip(self, num_batches: int) -> None:
-        """Move past the first ``num_batches`` batches, as if they had been drawn.
-
-        A sampler that can start part-way (``set_start_index``: minimm's DefaultSampler and
-        InfiniteSampler) is moved to the epoch and position where those batches end, and nothing
-        is loaded. That needs a plain ``BatchSampler`` (batches are consecutive runs of
-        ``batch_size`` indices). Any other sampler or batch sampler (torch's RandomSampler, a
-        user's own) falls back to what MMEngine does: load the batches and drop them."""
-        sampler = self._dataloader.sampler
-        if (self._iterator is not None or not hasattr(sampler, 'set_start_index')
-                or type(self._dataloader.batch_sampler) is not BatchSampler):
+        """Move past the first ``num_batches`` batches, as if they had been drawn: MMEngine draws
+        and drops them. Before the first batch is drawn, a sampler that can start part-way is
+        moved there instead and nothing is loaded (``start_dataloader_at``, beside the
+        samplers)."""
+        epoch = None
+        if self._iterator is None:
+            epoch = start_dataloader_at(self._dataloader, num_batches)
+        if epoch is None:
             for _ in range(num_batches):
                 next(self)
-            return
-        if isinstance(sampler, InfiniteSampler):  # one endless stream: it never wraps around
-            epochs, batches = 0, num_batches
         else:
-            epochs, batches = divmod(num_batches, len(self._dataloader))
-        if epochs:
-            self._epoch = epochs
-            sampler.set_epoch(epochs)
-        sampler.set_start_index(batches * self._dataloader.batch_size)
+            self._epoch = epoch
 
 
 @LOOPS.register_module()
@@ -222,8 +204,7 @@ class IterBasedTrainLoop(BaseTrainLoop):
                                        'has already been trained')
             self.dataloader_iterator.skip(self._iter)
         while self._iter < self._max_iters and not self.stop_training:
-            if not _in_train_mode(self.runner.model):
-                self.runner.model.train()
+            self.runner.model.train()
             self.run_iter(next(self.dataloader_iterator))
             self._decide_current_val_interval()
             if self._should_validate(self._iter, self._max_iters):

@@ -1,7 +1,7 @@
 """Hook priorities: a lower number runs earlier.
 
-The nine named levels and ``get_priority`` are exactly MMEngine's (and MMCV's). A hook's priority may
-be given as a ``Priority`` member, its name in any case (``'Lowest'``), or an int in [0, 100].
+The nine named levels and ``get_priority`` are exactly MMEngine's (and MMCV's). A hook's priority
+may be given as a ``Priority`` member, its name in any case (``'Lowest'``), or an int in [0, 100].
 Hooks of equal priority run in the order they were registered (see ``Runner.register_hook``).
 """
 from enum import Enum
@@ -9,7 +9,8 @@ from typing import Union
 
 
 class Priority(Enum):
-    """Named hook priority levels."""
+    """Named hook priority levels (the nine names and values are the API: configs and hooks name
+    them, so this table has MMEngine's shape)."""
 
     HIGHEST = 0
     VERY_HIGH = 10

@@ -21,7 +21,6 @@ import os
 import os.path as osp
 import pickle
 import time
-import weakref
 from typing import Optional, Tuple
 
 import torch
@@ -33,7 +32,7 @@ from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
-from ..work_dir import lock_work_dir, own_path
+from ..work_dir import hold_work_dir, own_path
 from .loops import EpochBasedTrainLoop
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
                          _load_checkpoint_to_model, find_latest_checkpoint, get_state_dict,
@@ -59,7 +58,7 @@ class CheckpointMixin:
         ``minimm/work_dir.py``) and name the log folder after the start time, with a suffix if
         an earlier run in this work dir started in the same second (MMEngine shares it)."""
         if self.rank == 0:
-            self._work_dir_lock = weakref.finalize(self, lock_work_dir(self.work_dir))
+            self._work_dir_lock = hold_work_dir(self, self.work_dir)
         self.timestamp = stamp = self._shared_timestamp()
         number = 1
         while not self.distributed and osp.exists(osp.join(self.work_dir, self.timestamp)):

@@ -30,7 +30,6 @@ import copy
 import logging
 import os.path as osp
 import time
-from operator import attrgetter
 from typing import Dict, List, Optional, Union
 
 import torch
@@ -68,13 +67,6 @@ def _all_or_none(names: str, values: list) -> None:
         raise ValueError(f'{names} should be either all None or not None, but got {given}')
 
 
-def _from_train_loop(name: str) -> property:
-    # As MMEngine: 0 without train_cfg; otherwise reading a counter builds the train loop,
-    # so max_epochs/max_iters are right even in a hook of a val() or test() run.
-    return property(lambda self: 0 if self._train_loop is None else getattr(self.train_loop, name),
-                    doc=f'``train_loop.{name}``, or 0 when the runner has no train_cfg.')
-
-
 @RUNNERS.register_module()
 class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     """Train, validate and test a model with hooks (MMEngine 0.10's ``Runner``, condensed).
@@ -83,7 +75,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         model: an ``nn.Module`` (usually a ``BaseModel``) or a MODELS config dict.
         work_dir: where checkpoints, logs and the dumped config go.
         train_dataloader / val_dataloader / test_dataloader: ``DataLoader`` objects or dicts with
-            ``dataset``, ``sampler``, ``batch_size``, ``collate_fn``... (see ``dataset/builder.py``).
+            ``dataset``, ``sampler``, ``batch_size``, ``collate_fn``... (``dataset/builder.py``).
         train_cfg: e.g. ``dict(by_epoch=True, max_epochs=4, val_interval=1)`` or a loop ``type``.
         val_cfg / test_cfg: ``dict()`` for the default ValLoop/TestLoop.
         optim_wrapper: e.g. ``dict(optimizer=dict(type='SGD', lr=0.1))``.
@@ -217,16 +209,36 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     # ------------------------------------------------------------------ computed attributes
     @property
     def model_name(self) -> str:
+        """The class name of the model inside any DDP or MMEngine wrapper."""
         return type(unwrap_model(self.model)).__name__
 
     # MMEngine's read-only properties over private attributes that code reaches for by name.
-    experiment_name = property(attrgetter('_experiment_name'))
-    log_dir = property(attrgetter('_log_dir'))
+    @property
+    def experiment_name(self) -> str:
+        return self._experiment_name
 
-    epoch = _from_train_loop('epoch')
-    iter = _from_train_loop('iter')
-    max_epochs = _from_train_loop('max_epochs')
-    max_iters = _from_train_loop('max_iters')
+    @property
+    def log_dir(self) -> str:
+        """``work_dir/timestamp``: the run's log file, its dumped config and ``vis_data``."""
+        return self._log_dir
+
+    # As MMEngine: 0 without train_cfg; otherwise reading a counter builds the train loop,
+    # so max_epochs/max_iters are right even in a hook of a val() or test() run.
+    @property
+    def epoch(self) -> int:
+        return 0 if self._train_loop is None else self.train_loop.epoch
+
+    @property
+    def iter(self) -> int:
+        return 0 if self._train_loop is None else self.train_loop.iter
+
+    @property
+    def max_epochs(self) -> int:
+        return 0 if self._train_loop is None else self.train_loop.max_epochs
+
+    @property
+    def max_iters(self) -> int:
+        return 0 if self._train_loop is None else self.train_loop.max_iters
 
     @property
     def train_loop(self) -> BaseLoop:
@@ -250,11 +262,26 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         return self._test_loop
 
     # MMEngine's shortcuts to an attribute of a loop (which reading them builds, if need be).
-    train_dataloader = property(attrgetter('train_loop.dataloader'))
-    val_dataloader = property(attrgetter('val_loop.dataloader'))
-    test_dataloader = property(attrgetter('test_loop.dataloader'))
-    val_interval = property(attrgetter('train_loop.val_interval'))
-    val_begin = property(attrgetter('train_loop.val_begin'))
+    @property
+    def train_dataloader(self):
+        return self.train_loop.dataloader
+
+    @property
+    def val_dataloader(self):
+        return self.val_loop.dataloader
+
+    @property
+    def test_dataloader(self):
+        return self.test_loop.dataloader
+
+    @property
+    def val_interval(self):
+        """Epochs (or iterations) between validations; ``dynamic_intervals`` may change it."""
+        return self.train_loop.val_interval
+
+    @property
+    def val_begin(self):
+        return self.train_loop.val_begin
 
     # ------------------------------------------------------------------ environment
     def setup_env(self, env_cfg: dict) -> None:

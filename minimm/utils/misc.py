@@ -1,6 +1,10 @@
-"""Type checks for sequences, and ``is_method_overridden``: the ``mmengine.utils.misc`` helpers
-that hooks and downstream code import (``is_list_of(param_groups, dict)``...)."""
+"""Type checks for sequences, ``is_method_overridden`` and ``import_object``: the
+``mmengine.utils.misc`` helpers that hooks and downstream code import
+(``is_list_of(param_groups, dict)``...)."""
+import importlib
+import inspect
 from collections import abc
+from typing import Any
 
 
 def is_str(x) -> bool:
@@ -36,3 +40,21 @@ def is_method_overridden(method: str, base_class: type, derived_class) -> bool:
         raise TypeError(f'base_class must be a class, but got {base_class!r}')
     cls = derived_class if isinstance(derived_class, type) else type(derived_class)
     return getattr(cls, method) != getattr(base_class, method)
+
+
+def import_object(path: str) -> Any:
+    """The class, function or module that ``import module; module.Name`` gives for
+    ``'module.Name'``, or ``None``.
+
+    MMEngine 0.10's ``get_object_from_string`` in small: how a config names a class nobody
+    registered, and how ``Config.dump`` writes a class found in a config.
+    """
+    module_name, _, name = path.rpartition('.')
+    if not all(part.isidentifier() for part in path.split('.')) or not module_name:
+        return None
+    try:
+        obj = getattr(importlib.import_module(module_name), name, None)
+    except ImportError:
+        return None
+    found = inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj)
+    return obj if found else None

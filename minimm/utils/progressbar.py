@@ -20,20 +20,12 @@ class ProgressBar:
 
     def __init__(self, task_num: int = 0, bar_width: int = 50, start: bool = True,
                  file=sys.stdout):
+        self.file = file
         self.task_num = task_num
         self.bar_width = bar_width
-        self.completed = 0
-        self.file = file
+        self.completed = 0  # tasks done so far
         if start:
             self.start()
-
-    @property
-    def terminal_width(self) -> int:
-        return get_terminal_size().columns
-
-    def _show(self, text):
-        self.file.write(text)
-        self.file.flush()
 
     def start(self) -> None:
         """Draw the empty bar and start the clock."""
@@ -68,3 +60,12 @@ class ProgressBar:
                      f'elapsed: {shown_seconds}s, ETA: {remaining:5}s')
         room = self.terminal_width - len('\r[') - len(after_bar)
         self._show(f'\r[{self._bar(fraction, room)}{after_bar}')
+
+    @property
+    def terminal_width(self) -> int:
+        """The terminal's width in characters, read at every redraw (it can be resized)."""
+        return get_terminal_size().columns
+
+    def _show(self, text: str) -> None:
+        """Write ``text`` at once: the line is redrawn in place, so nothing may wait in a buffer."""
+        print(text, end='', file=self.file, flush=True)

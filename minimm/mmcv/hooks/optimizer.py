@@ -198,11 +198,12 @@ class Fp16OptimizerHook(OptimizerHook):
     def copy_grads_to_fp32(self, fp16_net: nn.Module, fp32_weights: Tensor) -> None:
         """Give each fp32 master weight the gradient of its fp16 twin."""
         for master, half in zip(fp32_weights, fp16_net.parameters()):
-            if half.grad is None:
-                continue
-            if master.grad is None:
-                master.grad = master.data.new_empty(master.size())
-            master.grad.copy_(half.grad)
+            if half.grad is not None:
+                # The first time, a converted copy that the master owns; then copied in place.
+                if master.grad is None:
+                    master.grad = half.grad.to(master.dtype, copy=True)
+                else:
+                    master.grad.copy_(half.grad)
 
     def copy_params_to_fp16(self, fp16_net: nn.Module, fp32_weights: Tensor) -> None:
         """Write the updated fp32 master weights back into the fp16 model."""

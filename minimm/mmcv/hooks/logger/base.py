@@ -47,20 +47,15 @@ class LoggerHook(Hook):
         self.reset_flag = reset_flag
         self.by_epoch = by_epoch
 
-    # MMCV declares no ABCMeta, so a subclass without ``log`` can still be built.
-    @abstractmethod
-    def log(self, runner):
-        pass
-
     @staticmethod
     def is_scalar(val, include_np: bool = True, include_torch: bool = True) -> bool:
         """Python numbers, 0-d arrays and one-element tensors count as scalars. A 0-d tensor
         makes ``len`` raise TypeError, as it does in MMCV."""
-        if isinstance(val, numbers.Number):
-            return True
-        if include_np and isinstance(val, np.ndarray):
-            return val.ndim == 0
-        return include_torch and isinstance(val, torch.Tensor) and len(val) == 1
+        if isinstance(val, torch.Tensor):
+            return include_torch and len(val) == 1
+        if isinstance(val, np.ndarray):
+            return include_np and val.ndim == 0
+        return isinstance(val, numbers.Number)
 
     # --- what a record is made of -------------------------------------------------------------
 
@@ -104,6 +99,11 @@ class LoggerHook(Hook):
         return {**tags, **self.get_lr_tags(runner), **self.get_momentum_tags(runner)}
 
     # --- when to write ------------------------------------------------------------------------
+
+    # MMCV declares no ABCMeta, so a subclass without ``log`` can still be built.
+    @abstractmethod
+    def log(self, runner):
+        """Write the current record (``get_loggable_tags``) somewhere: each subclass's job."""
 
     def _write_and_reset(self, runner) -> None:
         self.log(runner)

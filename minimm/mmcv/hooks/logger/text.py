@@ -30,6 +30,16 @@ from .base import LoggerHook
 _IN_THE_HEAD = ('mode', 'Epoch', 'iter', 'lr', 'time', 'data_time', 'memory', 'epoch')
 
 
+def _peak_memory_mib(device, world_size: int) -> int:
+    """This process's peak CUDA memory in MiB; with several ranks the largest of them, reduced to
+    rank 0 (the one that writes the log). One process reads no tensor back: no device sync."""
+    mib = torch.cuda.max_memory_allocated(device=device) // 2**20
+    if world_size == 1:
+        return mib
+    peak = torch.tensor([mib], dtype=torch.int, device=device)
+    dist.reduce(peak, 0, op=dist.ReduceOp.MAX)
+    return peak.item()
+
 @HOOKS.register_module()
 class TextLoggerHook(LoggerHook):
     """Log to the console and to ``work_dir/{timestamp}.log.json``.
@@ -105,13 +115,8 @@ class TextLoggerHook(LoggerHook):
         return {name: groups[0] for name, groups in per_group.items()}
 
     def _get_max_memory(self, runner) -> int:
-        """The peak CUDA memory in MiB, the largest over all ranks."""
         device = getattr(runner.model, 'output_device', None)
-        peak_mib = int(torch.cuda.max_memory_allocated(device=device)) // 2**20
-        peak = torch.tensor([peak_mib], dtype=torch.int, device=device)
-        if runner.world_size > 1:
-            dist.reduce(peak, 0, op=dist.ReduceOp.MAX)
-        return peak.item()
+        return _peak_memory_mib(device, runner.world_size)
 
     # --- the console line -----------------------------------------------------------------------
 
@@ -149,15 +154,19 @@ class TextLoggerHook(LoggerHook):
             head += f'lr: {lr:.3e}, '
         if 'time' not in log_dict:
             return head
-        # `time` is the mean over the last interval: it stands for `interval` iterations.
-        self.time_sec_tot += log_dict['time'] * self.interval
-        done = runner.iter - self.start_iter + 1
-        eta_sec = self.time_sec_tot / done * (runner.max_iters - runner.iter - 1)
-        head += (f'eta: {datetime.timedelta(seconds=int(eta_sec))}, '
+        head += (f'eta: {self._eta(runner, log_dict["time"])}, '
                  f'time: {log_dict["time"]:.3f}, data_time: {log_dict["data_time"]:.3f}, ')
         if torch.cuda.is_available():
             head += f'memory: {log_dict["memory"]}, '
         return head
+
+    def _eta(self, runner, mean_time: float) -> datetime.timedelta:
+        """The time left: this run's mean time per iteration so far, times the iterations left.
+        ``mean_time`` is the mean over the last interval, so it stands for ``interval`` of them."""
+        self.time_sec_tot += mean_time * self.interval
+        per_iter = self.time_sec_tot / (runner.iter + 1 - self.start_iter)
+        left = runner.max_iters - (runner.iter + 1)
+        return datetime.timedelta(seconds=int(per_iter * left))
 
     # --- the JSON file ----------------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """The LR-schedule picture: what a few common ``param_scheduler`` configs produce.
 
-Each curve is computed by ``minimm.plot_lr``, which builds the schedulers from the config and
+Each curve is computed by ``minimm.plot.lr``, which builds the schedulers from the config and
 steps them as ``ParamSchedulerHook`` does; nothing here is a formula typed in by hand.
 """
 from typing import Dict
 
-from ..plot_lr import mmengine_schedule
+from ..lr import mmengine_schedule
 
 EPOCH_LENGTH = 10
 SCHEDULES: Dict[str, list] = {
@@ -32,7 +32,7 @@ def schedule_of(param_scheduler: list) -> Dict[str, list]:
 
 
 def draw_schedules(out: str) -> str:
-    from ..plot import require_pyplot, save_figure
+    from .. import require_pyplot, save_figure
     plt = require_pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(10, 5.6), sharex=True)
     for ax, (title, param_scheduler) in zip(axes.flat, SCHEDULES.items()):

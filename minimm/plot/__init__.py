@@ -1,5 +1,9 @@
 """``minimm plot WORK_DIR``: loss, learning rate and validation metrics of a run, in one PNG.
 
+All of minimm's drawing lives in this package: this file (the command above, and the two
+helpers every picture uses, ``require_pyplot`` and ``save_figure``), ``lr.py`` (``minimm
+plot-lr``: the schedule a config produces) and ``figures/`` (the tutorials' pictures).
+
 It reads what the run already wrote: MMEngine-style runs keep their scalars as JSON lines in
 ``{work_dir}/{timestamp}/vis_data/scalars.json`` (``LocalVisBackend``), one line per logged training
 iteration (``loss``, ``lr``... and ``step`` = iteration) and one per validation (the metrics, with

@@ -1,4 +1,5 @@
-"""The tutorials' pictures, drawn by minimm from its own code: ``python -m minimm.figures OUT_DIR``.
+"""The tutorials' pictures, drawn by minimm from its own code:
+``python -m minimm.plot.figures OUT_DIR``.
 
 * ``one_iteration.png`` — one training iteration, MMCV 1.x beside MMEngine: hooks in call order
   against the stages, ``train_step`` in the middle;
@@ -37,7 +38,7 @@ def make_all(out_dir: str) -> List[str]:
 def main(argv: Optional[List[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        raise SystemExit('usage: python -m minimm.figures OUT_DIR')
+        raise SystemExit('usage: python -m minimm.plot.figures OUT_DIR')
     try:
         for path in make_all(argv[0]):
             print(path)

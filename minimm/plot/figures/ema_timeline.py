@@ -9,7 +9,7 @@ from typing import List, NamedTuple
 
 import torch
 
-from ..hooks import EMAHook, Hook
+from ...hooks import EMAHook, Hook
 
 
 class Event(NamedTuple):
@@ -58,8 +58,8 @@ def record_ema_run(work_dir: str) -> List[Event]:
     """Run the small EMA training in ``work_dir``; return the recorded events in order."""
     from torch.utils.data import Subset
 
-    from ..dataset import DigitsDataset
-    from ..runner import Runner
+    from ...dataset import DigitsDataset
+    from ...runner import Runner
 
     def loader(split, n):
         return dict(batch_size=16, dataset=Subset(DigitsDataset(split), range(n)),
@@ -79,7 +79,7 @@ def record_ema_run(work_dir: str) -> List[Event]:
 
 
 def draw_ema_timeline(events: List[Event], out: str) -> str:
-    from ..plot import require_pyplot, save_figure
+    from .. import require_pyplot, save_figure
     plt = require_pyplot()
     colours = {'raw': '#4c72b0', 'EMA': '#dd8452'}
     fig, ax = plt.subplots(figsize=(15, 4))

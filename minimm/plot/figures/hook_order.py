@@ -9,18 +9,21 @@ MMCV call every hook at every stage, the others being the base class's no-ops.
 import tempfile
 from typing import Dict, List, NamedTuple, Sequence
 
-from ..runner.priority import Priority, get_priority
+from ...runner.priority import Priority, get_priority
 
 # What the model's train_step does in each world; the MMCV optimizer step lives in a hook.
 TRAIN_STEP = {
-    'MMEngine': 'model.train_step(\n  data, optim_wrapper)\n\nforward, loss,\nbackward and\noptimizer step:\nall done here',
-    'MMCV 1.x': 'model.train_step(\n  data, optimizer)\n\nforward and loss\nonly: backward and\nstep come later,\nin OptimizerHook',
+    'MMEngine': ('model.train_step(\n  data, optim_wrapper)\n\nforward, loss,\nbackward and\n'
+                 'optimizer step:\nall done here'),
+    'MMCV 1.x': ('model.train_step(\n  data, optimizer)\n\nforward and loss\nonly: backward and\n'
+                 'step come later,\nin OptimizerHook'),
 }
 NOTES = {'OptimizerHook': 'backward + optimizer step', 'ParamSchedulerHook': 'steps LR schedule',
          'LrUpdaterHook': "sets this iteration's LR", 'EMAHook': 'averages the new weights',
          # MMCV's EvalHook acts in before_train_iter only once (the `start` evaluation).
          'EvalHook': {
-             'before_train_iter': 'once, at the first iteration,\nif by_epoch=False and start is set',
+             'before_train_iter': ('once, at the first iteration,\n'
+                                   'if by_epoch=False and start is set'),
              'after_train_iter': 'evaluates every interval\niterations if by_epoch=False'}}
 COLOURS = {'MMEngine': '#4c72b0', 'MMCV 1.x': '#dd8452'}
 
@@ -41,7 +44,7 @@ def mmengine_rows(custom_hooks=()) -> List[HookRow]:
     """The hooks a minimm ``Runner`` registers by default (plus ``custom_hooks``), in order."""
     import torch
 
-    from ..runner import Runner
+    from ...runner import Runner
     with tempfile.TemporaryDirectory() as work_dir:
         runner = Runner(model=torch.nn.Linear(1, 1), work_dir=work_dir,
                         custom_hooks=list(custom_hooks), log_level='ERROR')
@@ -57,11 +60,11 @@ def mmcv_rows() -> List[HookRow]:
     import torch
     from torch.utils.data import DataLoader
 
-    from ..mmcv import EpochBasedRunner, EvalHook
-    from ..plot_lr import _NoOpModel
+    from ...mmcv import EpochBasedRunner, EvalHook
+    from ..lr import _NoOpModel
     model = _NoOpModel()
     runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-                              logger=logging.getLogger('minimm.figures'), max_epochs=1)
+                              logger=logging.getLogger('minimm.plot.figures'), max_epochs=1)
     runner.register_training_hooks(
         lr_config=dict(policy='step', step=[1], warmup='linear', warmup_iters=5),
         optimizer_config=dict(grad_clip=None), checkpoint_config=dict(interval=1),
@@ -145,7 +148,7 @@ def draw_priority_line(ax, worlds: Dict[str, Sequence[HookRow]]) -> None:
 
 
 def save_iteration_figure(worlds: Dict[str, Sequence[HookRow]], out: str) -> str:
-    from ..plot import require_pyplot, save_figure
+    from .. import require_pyplot, save_figure
     plt = require_pyplot()
     fig, axes = plt.subplots(1, len(worlds), figsize=(7 * len(worlds), 5), squeeze=False)
     for ax, (world, rows) in zip(axes[0], worlds.items()):
@@ -154,7 +157,7 @@ def save_iteration_figure(worlds: Dict[str, Sequence[HookRow]], out: str) -> str
 
 
 def save_priority_figure(worlds: Dict[str, Sequence[HookRow]], out: str) -> str:
-    from ..plot import require_pyplot, save_figure
+    from .. import require_pyplot, save_figure
     plt = require_pyplot()
     fig, ax = plt.subplots(figsize=(12, 1.4 + 2.4 * len(worlds)))
     draw_priority_line(ax, worlds)

@@ -1,4 +1,0 @@
-"""``python -m minimm.figures OUT_DIR`` draws the tutorials' pictures into OUT_DIR."""
-from . import main
-
-main()
