@@ -12,7 +12,7 @@
 #   training    EMAHook on cuda:0, AmpOptimWrapper fp16 resume, SyncBuffersHook over NCCL, the
 #               CUDA cases of the model tests;
 #   op suites   the CPU/CUDA op suites on this build;
-#   benchmarks  short tables, kept in bench.txt;
+#   benchmarks  short tables, kept in bench.txt, and the device reads per iteration (bench syncs);
 #   memcheck    last and short, under compute-sanitizer; a runtime whose sanitizer refuses the
 #               device is a "skipped" line, not a failure.
 # Every step has its own time limit and the whole run a deadline (BUDGET_S, default 450 s): a
@@ -124,6 +124,9 @@ step "bench ema" 40 "$PYTHON" -m minimm bench ema --device cuda --workloads resn
     >> "$RESULTS/bench.txt" 2>&1
 step "bench hook" 40 "$PYTHON" -m minimm bench ema-hook --rounds 2 >> "$RESULTS/bench.txt" 2>&1
 step "bench pack" 30 "$PYTHON" -m minimm bench pack --device cuda >> "$RESULTS/bench.txt" 2>&1
+# The sync-free step on a GPU: set_sync_debug_mode's count of the CUDA waits per iteration.
+step "device reads" 30 "${PYTEST[@]}" tests/test_device_reads.py -k cuda
+step "bench syncs" 90 "$PYTHON" -m minimm bench syncs >> "$RESULTS/bench.txt" 2>&1
 
 # ---- memcheck, last: some runtimes' sanitizer refuses the device ("Device not supported", then
 # error 999 at the first allocation); that is a skip, not a failure.
