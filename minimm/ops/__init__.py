@@ -11,9 +11,9 @@ from . import fake  # noqa: F401  (puts its fake kernels' registration in the lo
 from .aliases import distinct, first_names
 from .averaging import FusedAveraging
 from .ema import MAX_TARGETS, EMAPlan, EMATarget, averaging_weight, ema_update_, ema_update_ref
-from .loader import backend_info
+from .loader import backend_info, backend_words
 from .pack import PackPlan, pack, pack_ref, unpack_, unpack_ref
 
 __all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'EMATarget', 'MAX_TARGETS',
            'averaging_weight', 'FusedAveraging', 'pack', 'pack_ref', 'unpack_', 'unpack_ref',
-           'PackPlan', 'backend_info', 'distinct', 'first_names']
+           'PackPlan', 'backend_info', 'backend_words', 'distinct', 'first_names']
