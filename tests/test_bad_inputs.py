@@ -37,6 +37,8 @@ OPTIONS = {
                          with_stack='bool', with_flops='bool'),
     'DistSamplerSeedHook': {}, 'EMAOnlyCheckpointHook': {}, 'IterTimerHook': {},
     'ParamSchedulerHook': {}, 'RawWeightsEvalHook': {}, 'RuntimeInfoHook': {},
+    'PostHocEMAHook': dict(sigma_rels='sequence', snapshot_interval='number',
+                           update_buffers='bool'),
     'SyncBuffersHook': {},
     'EpochBasedTrainLoop': dict(val_begin='number', val_interval='number', max_epochs='number',
                                 dynamic_intervals='sequence'),

@@ -46,7 +46,10 @@ class PostHocEMAHook(Hook):
 
     def __init__(self, sigma_rels: Sequence[float] = (0.05, 0.10), snapshot_interval: int = 1000,
                  update_buffers: bool = False, ema_dtype=None) -> None:
-        sigma_rels = tuple(sigma_rels) if isinstance(sigma_rels, (list, tuple)) else (sigma_rels,)
+        if not isinstance(sigma_rels, (list, tuple)):
+            raise ValueError(f'PostHocEMAHook: sigma_rels={sigma_rels!r} must be a list or a tuple '
+                             'of widths in (0, 0.3)')
+        sigma_rels = tuple(sigma_rels)
         if not 1 <= len(sigma_rels) <= MAX_TARGETS or len(set(sigma_rels)) != len(sigma_rels):
             raise ValueError(f'PostHocEMAHook: sigma_rels={sigma_rels!r} must hold 1 to '
                              f'{MAX_TARGETS} different widths')
