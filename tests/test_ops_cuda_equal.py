@@ -79,6 +79,8 @@ def test_cpu_native_equals_the_device_plan(device, ema_dtype, src_dtype, rule):
         for k in range(5):
             for t, new in zip(src, host_and_device(device, src_dtype, 10 + k)[on_device]):
                 t.copy_(new)
+            for t in mirror_src:  # mirrored on every call, skipped ones too
+                t.add_(1)
             plan.step(steps)
         results.append(ema + mirror_ema + [steps])
     assert_equal(*results, device)
