@@ -2,11 +2,11 @@
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
     minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]
-                        [--cfg-options k=v ...] [--launcher none|pytorch]
+                        [--cfg-options k=v ...] [--launcher none|pytorch] [--profile-hooks]
     minimm test CONFIG --checkpoint CKPT [--trust-checkpoint] [--work-dir DIR]
                        [--cfg-options k=v ...]
     minimm info                      # versions, devices, which native backend is active and why
-    minimm bench overhead|ema|pack|ema-hook [options]
+    minimm bench overhead|ema|pack|ema-hook|syncs [options]
     minimm plot WORK_DIR [--out PNG]  # loss, LR and validation metrics of a run (needs matplotlib)
     minimm plot-lr CONFIG [--out PNG] # the LR/momentum schedule of a config, without training
 
@@ -22,7 +22,8 @@ from typing import List, Optional
 
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
-              'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook'}
+              'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook',
+              'syncs': 'minimm.bench.syncs'}
 PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr'}
 
 
@@ -88,6 +89,9 @@ def cmd_train(args) -> None:
     from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
     if is_mmcv_config(cfg):  # an MMCV 1.x config: the classic runner and hooks
+        if args.profile_hooks:
+            raise SystemExit('minimm train: --profile-hooks needs an MMEngine-style config; the '
+                             'classic MMCV 1.x runner has no hook profiler')
         train_from_cfg(cfg, launcher=args.launcher, resume=args.resume)
         destroy_dist()
         return
@@ -98,6 +102,8 @@ def cmd_train(args) -> None:
     if args.trust_checkpoint and cfg.get('load_from') is not None:
         cfg['load_from'] = _trusted(cfg['load_from'])
     cfg['launcher'] = args.launcher
+    if args.profile_hooks:  # time each hook and count its device reads (HookProfiler)
+        cfg['profile_hooks'] = True
     # As MMEngine's tools/train.py: RUNNERS builds the config's `runner_type` (default Runner).
     RUNNERS.build(cfg).train()
     destroy_dist()
@@ -161,6 +167,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     train.add_argument('--resume', nargs='?', const='auto', default=None, metavar='CKPT',
                        help='resume from CKPT, or from the latest checkpoint in the work dir')
     train.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
+    train.add_argument('--profile-hooks', action='store_true',
+                       help="log each hook's time and device reads per stage at the end")
 
     test = sub.add_parser('test', help='test a checkpoint')
     _add_config_args(test)

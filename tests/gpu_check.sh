@@ -3,7 +3,7 @@
 # with EMAHook runs the fused CUDA plan. Written for the machine a session is lent as it is: the
 # checkout without its virtual environment, `python3` with torch (2.11 or newer), pytest,
 # hypothesis and ninja installed, no network, and a 10-minute limit per command that returns at
-# most 8 files, none deeper than one folder under $OUT. Budget: 9 minutes with the build (BUDGET_S
+# most 8 files, none deeper than one folder under $OUT. Budget: 10 minutes with the build (BUDGET_S
 # below; the step limits add up to less), so that it fits a 15-minute machine loan with its start.
 #   preflight   one line: python, torch and its CUDA, the GPU, nvcc, ninja, pytest, hypothesis,
 #               pytest-timeout, compute-sanitizer, CUDA_HOME; stops here without a CUDA device;
@@ -17,8 +17,9 @@
 #   training    EMAHook on cuda:0, AmpOptimWrapper fp16 resume, SyncBuffersHook over NCCL, the
 #               CUDA cases of the model tests;
 #   op suites   the CPU/CUDA op suites on this build;
-#   benchmarks  short tables, kept in bench.txt, last.
-# Every step has its own time limit and the whole run a deadline (BUDGET_S, default 540 s): a
+#   benchmarks  short tables, kept in bench.txt, and the device reads per iteration (bench syncs),
+#               last.
+# Every step has its own time limit and the whole run a deadline (BUDGET_S, default 590 s): a
 # hang costs one step, and the summary table (step, result, seconds), printed last, always comes.
 # $OUT (default /tmp/minimm_gpu_check/out) gets only gpu_check.log, bench.txt, summary.txt and
 # backend.json; the build folder, pytest's and hypothesis's caches go under /tmp.
@@ -28,7 +29,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 WORK=${TMPDIR:-/tmp}/minimm_gpu_check
 RESULTS=${OUT:-$WORK/out}
-BUDGET_S=${BUDGET_S:-540}
+BUDGET_S=${BUDGET_S:-590}
 mkdir -p "$RESULTS" "$WORK"
 exec > >(tee "$RESULTS/gpu_check.log") 2>&1
 export MINIMM_REQUIRE_EXT=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -112,7 +113,7 @@ PYTEST=("$PYTHON" -m pytest -q -rs)
 [[ "$facts" != *"pytest-timeout missing"* ]] && PYTEST+=(--timeout=60)
 
 # ---- the steps ---------------------------------------------------------------------------------
-# Limits: 200 + 80 + 60 + 40 + 25 + 50 + 25 + 25 + 15 = 520 s, within BUDGET_S.
+# Limits: 200 + 80 + 60 + 40 + 25 + 45 + 20 + 20 + 15 + 25 + 50 = 580 s, within BUDGET_S.
 step build 200 "$PYTHON" -c 'import json, sys, minimm.ops as ops
 info = ops.backend_info(); json.dump(info, open(sys.argv[1], "w"), indent=1); print(json.dumps(info))
 assert info["cuda"]["backend"] == "native", info' "$RESULTS/backend.json"
@@ -145,13 +146,16 @@ fi
 
 step training 40 "${PYTEST[@]}" tests/test_gpu_training.py
 step "cuda cases" 25 "${PYTEST[@]}" tests/test_base_model.py tests/test_optim_wrapper.py -k cuda
-step "op suites" 50 "${PYTEST[@]}" tests/test_ops_ema.py tests/test_ops_pack.py \
+step "op suites" 45 "${PYTEST[@]}" tests/test_ops_ema.py tests/test_ops_pack.py \
     tests/test_ops_schema.py tests/test_ops_agree.py tests/test_averaged_model.py
 echo "minimm GPU check, $(date -u +%Y-%m-%d), $gpu" > "$RESULTS/bench.txt"
-step "bench ema" 25 "$PYTHON" -m minimm bench ema --device cuda \
+step "bench ema" 20 "$PYTHON" -m minimm bench ema --device cuda \
     --workloads resnet50 small resnet50_bf16 >> "$RESULTS/bench.txt" 2>&1
-step "bench hook" 25 "$PYTHON" -m minimm bench ema-hook --rounds 2 >> "$RESULTS/bench.txt" 2>&1
+step "bench hook" 20 "$PYTHON" -m minimm bench ema-hook --rounds 2 >> "$RESULTS/bench.txt" 2>&1
 step "bench pack" 15 "$PYTHON" -m minimm bench pack --device cuda >> "$RESULTS/bench.txt" 2>&1
+# The sync-free step on a GPU: set_sync_debug_mode's count of the CUDA waits per iteration.
+step "device reads" 25 "${PYTEST[@]}" tests/test_device_reads.py -k cuda
+step "bench syncs" 50 "$PYTHON" -m minimm bench syncs >> "$RESULTS/bench.txt" 2>&1
 
 echo; echo "== benchmark tables (also in $RESULTS/bench.txt)"
 cat "$RESULTS/bench.txt"

@@ -38,3 +38,14 @@ def test_workload_shapes_are_the_models():
     assert len(common.resnet50_shapes()) == 161 and common.numel(common.resnet50_shapes()) == 25_557_032
     assert len(common.vit_b_shapes()) == 152 and common.numel(common.vit_b_shapes()) == 86_567_656
     assert common.WORKLOADS['resnet50_bf16'].dtype == torch.bfloat16
+
+
+def test_syncs_counts_every_configuration(monkeypatch, capsys):
+    from minimm.bench import syncs
+    monkeypatch.setattr(syncs, 'ITERS', 10)
+    monkeypatch.setattr(syncs, 'INTERVAL', 5)
+    result = syncs.main(['--engine', 'minimm', '--json'])['minimm']
+    assert set(result) == set(syncs.CONFIGS) | {'backend'}
+    for name in syncs.CONFIGS:  # two log lines: one read each, two with clip_grad's norm
+        reads = 4 if 'clip' in syncs.CONFIGS[name] or name == 'all three' else 2
+        assert result[name] == dict(per_iter=reads / 10, between=0), name

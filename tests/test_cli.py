@@ -78,3 +78,24 @@ def test_bench_overhead_help_keeps_its_list(capsys):
     assert any(line.startswith('* runner: Runner.train()') for line in lines)
     assert any(line.startswith('* runner, no hooks: the same') for line in lines)
     assert not any('``' in line or '**' in line for line in lines)
+
+
+def test_train_profile_hooks_logs_the_sync_audit(tmp_path, capsys):
+    main(['train', DEMO_CONFIG, '--work-dir', str(tmp_path), '--profile-hooks', '--cfg-options',
+          'train_cfg.max_epochs=1', 'train_dataloader.batch_size=128',
+          'default_hooks.logger.interval=5'])
+    printed = capsys.readouterr()
+    lines = (printed.out + printed.err).splitlines()
+    rows = {tuple(line.split()[:2]): line.split()[-1] for line in lines if len(line.split()) > 2}
+    # 12 iterations, log lines after the 5th and 10th: the loss is read twice, nothing else is
+    assert rows[('LoggerHook', 'after_train_iter')] == '2'
+    assert rows[('model', 'train/val/test_step')] == '0'
+    assert all(reads == '0' for (hook, stage), reads in rows.items()
+               if stage == 'after_train_iter' and hook != 'LoggerHook')
+    assert any(line.startswith('Device reads, counted with a dispatch mode') for line in lines)
+
+
+def test_profile_hooks_is_refused_for_an_mmcv_config(tmp_path):
+    config = osp.join(osp.dirname(DEMO_CONFIG), 'digits_mmcv1.py')
+    with pytest.raises(SystemExit, match='--profile-hooks needs an MMEngine-style config'):
+        main(['train', config, '--work-dir', str(tmp_path), '--profile-hooks'])

@@ -37,4 +37,4 @@ def test_the_step_limits_add_up_to_less_than_the_budget():
     budget = int(re.search(r'BUDGET_S=\$\{BUDGET_S:-(\d+)\}', text)[1])
     steps = re.finditer(r'^\s*step (?:"[^"]+"|\S+) (\d+) ', text, re.MULTILINE)
     limits = [int(m[1]) for m in steps]
-    assert len(limits) == 9 and sum(limits) <= budget <= 600, (limits, budget)
+    assert limits and sum(limits) <= budget <= 600, (limits, budget)

@@ -81,11 +81,15 @@ def test_profile_hooks_table(tmp_path):
     runner = toy_runner(tmp_path, profile_hooks=True, val=False)
     assert runner._hook_profiler is not None
     runner.train()
-    table = runner._hook_profiler.table()
-    rows = {tuple(line.split()[:2]): line.split() for line in table.splitlines()[1:-1]}
+    lines = runner._hook_profiler.table().splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith('all hooks'))
+    rows = {tuple(line.split()[:2]): line.split() for line in lines[1:end]}
     assert rows[('RuntimeInfoHook', 'before_train_iter')][2] == '6'      # 2 epochs x 3 iters
     assert rows[('CheckpointHook', 'after_train_epoch')][2] == '2'
-    assert table.splitlines()[-1].startswith('all hooks')
+    # the reads column: the loss is read once per log line (one at each epoch's end), no more
+    assert rows[('LoggerHook', 'after_train_iter')][-1] == '2'
+    assert rows[('RuntimeInfoHook', 'after_train_iter')][-1] == '0'
+    assert lines[end + 1].split()[:2] == ['model', 'train/val/test_step']
     assert toy_runner(tmp_path / 'off', val=False)._hook_profiler is None
 
 

@@ -9,6 +9,11 @@ RuntimeInfoHook writes ``epoch``/``iter``/``train/lr``/``train/loss``, IterTimer
   log can show a windowed mean;
 - *runtime info* (``update_info``): any value, overwritten on each update.
 
+A scalar that arrives as a tensor (the loss, ``grad_norm``) is kept as a tensor: the HistoryBuffer
+reads it, with the others, only when something asks for a value (a log line, a hook's
+``get_scalar(key).current()``, ``state_dict()``), so a training iteration does not wait for the
+device (DESIGN principle 9). MMEngine reads it at once (``.item()``); the values are the same.
+
 Each key carries a ``resumed`` flag (fixed at its first update): only resumed keys go into
 ``state_dict()``, which the runner saves as ``checkpoint['message_hub']``.
 
@@ -94,8 +99,12 @@ class MessageHub(ManagerMixin):
         # _set_resumed_keys only runs for a new key (or to reject a changed flag).
         if self._resumed_keys.get(key) != resumed:
             self._set_resumed_keys(key, resumed)
-        # A Python float (a time, a learning rate) is already what _get_valid_value returns.
-        checked_value = value if type(value) is float else self._get_valid_value(value)
+        # A Python float (a time, a learning rate) is already what _get_valid_value returns; a
+        # tensor is kept, to be read later (the HistoryBuffer checks that it is one number).
+        if type(value) is float or isinstance(value, torch.Tensor):
+            checked_value = value
+        else:
+            checked_value = self._get_valid_value(value)
         if not isinstance(count, int):
             raise TypeError(f'count of {key} must be an int, got {type(count)}')
         buffer = self._log_scalars.get(key)

@@ -62,6 +62,7 @@ from minimm.ops import EMAPlan, averaging_weight, backend_info, ema_update_ref
 from minimm.ops.aliases import first_names
 from minimm.registry import MODELS
 from .ema_stall import StallCheck
+from .host_count import HostCount
 
 DEFAULT_MOMENTUM = 0.0002
 EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
@@ -123,6 +124,7 @@ class BaseAveragedModel(nn.Module):
         self._plan_count = -1
         self._loop_reason: Optional[str] = None
         self._stall = StallCheck()
+        self._host_steps = HostCount(self.steps, 0)  # the plan's fallback and the loop read it
         _watch_assignments()
 
     @property
@@ -198,7 +200,7 @@ class BaseAveragedModel(nn.Module):
         # MMEngine's loop, for a custom avg_func and for averaged copies on another device.
         averaged = self.avg_parameters
         src_parameters = self._source_entries(model, averaged)
-        steps = int(self.steps)
+        steps = self._host_steps.get(self.steps)
         for name, p_avg in averaged.items():
             source = src_parameters[name].detach().to(p_avg.device)
             if steps == 0 or (steps % self.interval == 0 and not p_avg.is_floating_point()):
@@ -209,6 +211,7 @@ class BaseAveragedModel(nn.Module):
             for b_avg, b_src in zip(self.module.buffers(), model.buffers()):
                 b_avg.copy_(b_src.detach().to(b_avg.device))
         self.steps += 1
+        self._host_steps.incremented(self.steps)
 
     def _plan_step(self, model: nn.Module, rule: str) -> bool:
         """One step of the plan for ``model``; False when the loop must run instead. The models'
@@ -220,7 +223,8 @@ class BaseAveragedModel(nn.Module):
             plan = self._plan_for(model, rule)
             if plan is None:
                 return False
-        plan.step(self.steps)
+        plan.step(self.steps, self._host_steps.get(self.steps))
+        self._host_steps.incremented(self.steps)
         return True
 
     def _plan_for(self, model: nn.Module, rule: str) -> Optional[EMAPlan]:

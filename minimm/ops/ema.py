@@ -300,16 +300,19 @@ class EMAPlan:
         replayed: dropping the plan then frees memory the graph uses."""
         return self._native is not None and self._native.captured()
 
-    def step(self, steps: Tensor) -> None:
+    def step(self, steps: Tensor, count: Optional[int] = None) -> None:
         """One averaging call; ``steps`` is the 0-dim int64 call counter on the plan's device,
-        read before and incremented after (as MMEngine's ``steps`` buffer)."""
+        read before and incremented after (as MMEngine's ``steps`` buffer). ``count`` is its value
+        when the caller knows it without reading the device (the averaged models keep it on the
+        host); else the fallback reads it, which waits for the device. The kernels ignore it."""
         if self._native is not None:
             self._native.step(steps)
             return
         if steps.device != self.device or steps.dtype != torch.long or steps.numel() != 1:
             raise ValueError(f'EMAPlan.step: steps must be a one-element int64 tensor on {self.device}, got '
                              f'{steps.dtype} with {steps.numel()} elements on {steps.device}')
-        count = int(steps)  # a host read: the fallback decides in Python
+        if count is None:
+            count = int(steps)  # a host read: the fallback decides in Python
         if count == 0:
             self._pairs.copy()
         elif count % self.interval == 0:

@@ -366,11 +366,11 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     @contextlib.contextmanager
     def _closing_on_failure(self):
-        """Close the log file and the visualizer's backends when a run fails, so nothing stays
-        open or unflushed. (After a run that succeeds, the LoggerHook has closed the visualizer,
-        and the log file stays open for later runs, as in MMEngine.)"""
+        """Close the log file and the visualizer's backends when a run fails (a run that succeeds
+        keeps the log file open, as MMEngine). With ``profile_hooks``, count the device reads."""
         try:
-            yield
+            with self._hook_profiler or contextlib.nullcontext():
+                yield
         except BaseException:
             self.visualizer.close()
             for handler in self.logger.handlers:

@@ -61,7 +61,7 @@ class CUDA:
 
 
 class _EmulatedEMAPlan(EMAPlan):
-    def step(self, steps):
+    def step(self, steps, count=None):
         torch.classes.minimm_emu.Plans().ema_step(self._native, steps)
 
 

@@ -160,6 +160,6 @@ class LinearAnnealingLrUpdaterHook(LrUpdaterHook):
         return annealing_linear(base_lr, target, p / end)
 
 
-# Imported after this file's policies so that HOOKS lists them first (tutorial 4 prints that
+# Imported after this file's policies so that HOOKS lists them first (tutorial 2 prints that
 # order). Not a cycle: lr_updater_cyclic.py imports only updater.py and schedule.py.
 from .lr_updater_cyclic import CyclicLrUpdaterHook, OneCycleLrUpdaterHook  # noqa: E402,F401

@@ -60,7 +60,7 @@ class LinearAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
         return annealing_linear(base_momentum, target, p / end)
 
 
-# Imported after this file's policies so that HOOKS lists them first (tutorial 4 prints that
+# Imported after this file's policies so that HOOKS lists them first (tutorial 2 prints that
 # order). Not a cycle: momentum_updater_cyclic.py imports only updater.py and schedule.py.
 from .momentum_updater_cyclic import (CyclicMomentumUpdaterHook,  # noqa: E402,F401
                                       OneCycleMomentumUpdaterHook)
