@@ -89,7 +89,7 @@ setup(
         'loggers': ['tensorboard', 'wandb', 'mlflow-skinny', 'neptune', 'dvclive', 'clearml'],
         'plot': ['matplotlib'],
     },
-    entry_points={'console_scripts': ['minimm=minimm.cli:main']},
+    entry_points={'console_scripts': ['minimm=minimm.cli:command_line']},
     ext_modules=ext_modules,
     cmdclass=cmdclass,
 )

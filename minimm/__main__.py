@@ -1,4 +1,6 @@
 """``python -m minimm ...`` is the ``minimm`` command."""
-from .cli import main
+import sys
 
-main()
+from .cli import command_line
+
+sys.exit(command_line())

@@ -26,6 +26,7 @@ import pickle
 import re
 import tempfile
 from collections import OrderedDict
+from errno import ENOSPC
 from typing import List, Optional
 
 import torch
@@ -38,6 +39,10 @@ from .plain_data import to_plain_data
 
 class CheckpointError(RuntimeError):
     """A checkpoint file that cannot be read; the message names the file and the reason."""
+
+
+class UntrustedCheckpointError(CheckpointError):
+    """A checkpoint that needs arbitrary unpickling, read without ``trusted=True``."""
 
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
@@ -69,9 +74,15 @@ def _atomic_write(path: str, write) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp_path, _file_mode())
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as error:
         if osp.exists(tmp_path):
             os.remove(tmp_path)
+        cause = error  # torch reports a full disk as "unexpected pos ...", the cause behind it
+        while cause is not None and not (isinstance(cause, OSError) and cause.errno == ENOSPC):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise OSError(ENOSPC, f'No space left on device: {path} was not written (the files '
+                          'already there are intact)') from error
         raise
     if os.name == 'posix':
         dir_fd = os.open(folder, os.O_RDONLY)
@@ -124,6 +135,28 @@ def resume_candidates(latest: str) -> List[str]:
     return [latest] + [path for _, path in sorted(older, reverse=True)]
 
 
+NUMBERED = re.compile(r'(epoch|iter)_(\d+)\.pth')
+
+
+def numbered_checkpoints(folder: str) -> List[str]:
+    """The ``epoch_N.pth`` and ``iter_N.pth`` files in ``folder``, highest number first (an
+    ``epoch_N`` before an ``iter_N`` of the same number): what a run resumes from when its
+    record of the latest checkpoint is missing."""
+    found = [(int(match.group(2)), match.group(1) == 'epoch', osp.join(folder, name))
+             for name in (os.listdir(folder) if osp.isdir(folder) else [])
+             for match in [NUMBERED.fullmatch(name)] if match]
+    return [path for _, _, path in sorted(found, reverse=True)]
+
+
+def set_aside(path: str) -> str:
+    """Rename an unreadable checkpoint to ``<path>.unreadable``, so a resumed run that writes
+    ``path`` again does not overwrite it; return the words that say so ('' if there is no file)."""
+    if not osp.isfile(path) or osp.islink(path):
+        return ''
+    os.replace(path, path + '.unreadable')
+    return f' (kept as {path}.unreadable)'
+
+
 def _not_a_checkpoint(filename: str) -> Optional[str]:
     """Why ``filename`` cannot be a PyTorch checkpoint, judged from its first bytes, or None.
     torch.save writes a zip archive (``PK``); older files are a pickle (``0x80``)."""
@@ -160,7 +193,7 @@ def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = Fals
         needed = re.search(r'Unsupported global: GLOBAL (\S+)', str(e))
         if needed is None or trusted:
             raise CheckpointError(f'cannot read checkpoint {filename!r}: {e}') from e
-        raise CheckpointError(
+        raise UntrustedCheckpointError(
             f'checkpoint {filename!r} needs arbitrary unpickling (it holds a {needed.group(1)} '
             'object, as checkpoints written by MMEngine do), which can run code from the file. '
             'Only if you trust the file, load it with load_from=dict(path=..., trusted=True) '
@@ -195,6 +228,43 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     wrappers = (DataParallel, DistributedDataParallel,
                 *(cls for node in walk(MODEL_WRAPPERS) for cls in node.module_dict.values()))
     return model.module if isinstance(model, wrappers) else model
+
+
+def _some(keys) -> str:
+    keys = list(keys)
+    return ', '.join(keys[:3]) + (', ...' if len(keys) > 3 else '') if keys else 'none'
+
+
+def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=(),
+              purpose: Optional[str] = None) -> None:
+    """Raise a ValueError when no key of ``state_dict`` (renamed by ``revise_keys``) names one of
+    ``module``'s weights (another model's file, a dict of other things); with ``purpose``
+    ('resume', 'test'), also when it lacks any of them: a partly loaded model cannot go on
+    training as before. (Loading part of a model to test it is MMEngine's way, which its tests
+    expect: the runner warns then, with the keys.)"""
+    def revised(keys_and_values):  # both sides: a wrapper of one's own adds 'module.' too
+        renamed = {}
+        for key, value in keys_and_values:
+            for pattern, replacement in revise_keys:
+                key = re.sub(pattern, replacement, key)
+            renamed[key] = value
+        return renamed
+
+    own = revised((key, value) for key, value in unwrap_model(module).state_dict().items()
+                  if 'num_batches_tracked' not in key)
+    theirs = revised(state_dict.items())
+    lacking = [key for key, value in own.items()
+               if getattr(theirs.get(key), 'shape', None) != value.shape]
+    name = type(unwrap_model(module)).__name__
+    if own and not set(own) & set(theirs):  # same names, other shapes: a resized head, say
+        raise ValueError(f'checkpoint {filename!r} holds none of the weights of the model '
+                         f'({name}): none of its keys ({_some(theirs)}) names a weight of the '
+                         f'model ({_some(own)}). Is it another model\'s file?')
+    if purpose is not None and lacking:
+        raise ValueError(f'cannot {purpose} from checkpoint {filename!r}: {len(lacking)} of the '
+                         f'{len(own)} weights of the model ({name}) are missing from it or have '
+                         f'another shape ({_some(lacking)}); to {purpose}, give a checkpoint of '
+                         'this model (load_from starts from part of another model\'s weights)')
 
 
 def load_what_fits(module: nn.Module, state_dict: dict, what: str = 'model') -> Optional[str]:

@@ -18,7 +18,10 @@ import argparse
 import importlib
 import os.path as osp
 import sys
+import traceback
 from typing import List, Optional
+
+from .logging.logger import show_details
 
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
@@ -59,12 +62,19 @@ def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[
     return cfg
 
 
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--verbose', action='store_true',
+                        help='print the config dump, the hook table and, on a failure, the '
+                             'traceback (they are in the log file either way)')
+
+
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('config', help='a .py config file')
     parser.add_argument('--trust-checkpoint', action='store_true',
                         help='allow loading a checkpoint that needs arbitrary unpickling (e.g. '
                              "one written by MMEngine); it can run code: only for files you trust")
     parser.add_argument('--work-dir', help='where checkpoints and logs go (overrides the config)')
+    _add_verbose(parser)
     parser.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE',
                         help='override config entries, e.g. train_cfg.max_epochs=2 '
                              'custom_hooks.0.momentum=0.001')
@@ -113,7 +123,11 @@ def cmd_test(args) -> None:
     from .dist import destroy_dist
     from .registry import RUNNERS
     from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
+    from .mmcv.train import is_mmcv_config, test_from_cfg
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
+    if is_mmcv_config(cfg):  # an MMCV 1.x config: its model, dataset and evaluate
+        print(test_from_cfg(cfg, args.checkpoint))
+        return
     cfg['load_from'] = _trusted(args.checkpoint) if args.trust_checkpoint else args.checkpoint
     cfg['launcher'] = args.launcher
     metrics = RUNNERS.build(cfg).test()
@@ -125,11 +139,13 @@ def cmd_demo(args) -> None:
     from .runner import Runner
     options = None if args.epochs is None else [f'train_cfg.max_epochs={args.epochs}']
     cfg = _load_config(DEMO_CONFIG, args.work_dir or 'work_dirs/demo', options)
-    runner = Runner.from_cfg(cfg)  # logs the hook table: per stage, the hooks in call order
+    runner = Runner.from_cfg(cfg)  # logs the hook table (per stage, the hooks in call order)
     runner.train()
-    metrics = runner.message_hub.get_scalar('val/accuracy/top1').current()
-    print(f'\nFinal validation accuracy (EMA weights): {metrics:.2f}% '
-          f'(chance: 10%). Work dir: {runner.work_dir}')
+    final = runner.message_hub.get_scalar('val/accuracy/top1').current()
+    best, best_file = (runner.message_hub.get_info(key) for key in ('best_score', 'best_ckpt'))
+    kept = '' if best_file is None else f'; the best, {best:.2f}%, is kept in {best_file}'
+    print(f'\nFinal validation accuracy (EMA weights): {final:.2f}% (chance: 10%){kept}. '
+          f'Work dir: {runner.work_dir}')
 
 
 def cmd_info(args) -> None:
@@ -144,6 +160,48 @@ def cmd_info(args) -> None:
         print(f'device: {torch.cuda.get_device_name()}')
     for device, info in backend_info().items():
         print(f"native ops on {device}: {info['backend']} ({info['reason']})")
+
+
+def _error_line(error: BaseException) -> str:
+    """``error`` as the CLI's first line: its message, and where a hook raised it."""
+    text = str(error)
+    if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
+        text = error.args[0]  # str() of a KeyError is the repr of its message
+    notes = [note for note in getattr(error, '__notes__', ()) if note.startswith('raised in')]
+    return f'minimm: error: {text}' + (f' ({notes[0]})' if notes else '')
+
+
+def _write_traceback_to_log_files() -> None:
+    """Append the traceback to the text log of the run that failed (its handler may be closed)."""
+    from .logging import MMLogger
+    log_file = MMLogger.get_current_instance().log_file
+    if log_file is not None and osp.isfile(log_file):
+        with open(log_file, 'a') as f:
+            f.write(traceback.format_exc())
+
+
+def command_line(argv: Optional[List[str]] = None) -> int:
+    """``minimm ...`` from a shell (``main`` raises, for scripts and tests). A failure prints
+    ``minimm: error: <what, where, what is allowed>`` first, then the traceback with
+    ``--verbose`` (it is in the run's log file either way); and the config dump and the hook
+    table go to the log file only, unless ``--verbose``. Returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verbose = '--verbose' in argv
+    argv = [arg for arg in argv if arg != '--verbose']
+    show_details(verbose)
+    try:
+        main(argv)
+    except Exception as error:  # KeyboardInterrupt and SystemExit (argparse's) pass through
+        _write_traceback_to_log_files()
+        print(_error_line(error), file=sys.stderr, flush=True)
+        if verbose:
+            traceback.print_exc()
+        else:
+            print('(the traceback: --verbose, or the log file of the run)', file=sys.stderr)
+        return 1
+    finally:
+        show_details(True)
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -161,6 +219,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     demo = sub.add_parser('demo', help='train the shipped digits CNN with EMA (under a minute)')
     demo.add_argument('--work-dir', help='default: work_dirs/demo')
     demo.add_argument('--epochs', type=_positive_int, help='override train_cfg.max_epochs')
+    _add_verbose(demo)
 
     train = sub.add_parser('train', help='train from a config')
     _add_config_args(train)
@@ -187,4 +246,4 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(command_line())

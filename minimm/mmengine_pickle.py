@@ -21,7 +21,17 @@ import numpy as np
 FOREIGN_PACKAGES = ('mmengine', 'mmcv')
 
 
-class StandIn:
+class _StandInType(type):
+    """Stand-in classes answer for any attribute: a real MMEngine file reaches ``HistoryBuffer``'s
+    statistics methods through ``getattr(HistoryBuffer, 'min')`` (they are in its state)."""
+
+    def __getattr__(cls, name: str):
+        if name.startswith('__'):  # pickle's own protocol lookups: the usual answer
+            raise AttributeError(name)
+        return f'<{cls.source}.{name} (not imported)>'
+
+
+class StandIn(metaclass=_StandInType):
     """An object of a class that was not imported. ``source`` is ``'module.Class'``."""
 
     source = ''

@@ -122,6 +122,9 @@ def test_resume_falls_back_to_the_newest_readable_checkpoint(tmp_path):
     log = _log_text(resumed)
     assert f"cannot read checkpoint '{tmp_path / 'epoch_3.pth'}'" in log
     assert 'central directory' in log  # torch's reason
+    # Kept under another name, so that training epoch 3 again does not overwrite it.
+    assert f"(kept as {tmp_path / 'epoch_3.pth'}.unreadable)" in log
+    assert (tmp_path / 'epoch_3.pth.unreadable').exists()
 
     for name in ('epoch_1.pth', 'epoch_2.pth'):
         _truncate(tmp_path / name)
@@ -130,7 +133,7 @@ def test_resume_falls_back_to_the_newest_readable_checkpoint(tmp_path):
         again.load_or_resume()
     tried = [line for line in str(info.value).splitlines() if 'cannot read' in line]
     assert [n for line in tried for n in ('epoch_3', 'epoch_2', 'epoch_1') if n in line] == [
-        'epoch_3', 'epoch_2', 'epoch_1']
+        'epoch_2', 'epoch_1']  # epoch_3.pth, set aside before, is "does not exist" now
 
 
 def test_a_corrupt_file_given_by_path_is_an_error_naming_it(tmp_path, capsys):

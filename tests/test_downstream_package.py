@@ -74,7 +74,7 @@ def test_minimm_train_finds_the_packages_and_the_roots_modules(tmp_path):
         filter(None, [MINIDET, REPO, os.environ.get('PYTHONPATH')])))
     result = subprocess.run(
         [sys.executable, '-m', 'minimm', 'train', CONFIG, '--work-dir', str(tmp_path),
-         '--cfg-options', 'train_cfg.max_epochs=1'],
+         '--cfg-options', 'train_cfg.max_epochs=1', '--verbose'],  # --verbose: the hook table
         capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]

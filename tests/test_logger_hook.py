@@ -21,7 +21,7 @@ class ListLogger:
     def __init__(self):
         self.lines = []
 
-    def info(self, msg):
+    def info(self, msg, extra=None):  # extra: as logging.Logger.info takes it
         self.lines.append(msg)
 
 

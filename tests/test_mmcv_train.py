@@ -33,9 +33,13 @@ def test_mmcv_configs_are_recognised():
 
 def test_digits_mmcv1_trains_and_writes_tensorboard_events(tmp_path):
     event_accumulator = pytest.importorskip('tensorboard.backend.event_processing.event_accumulator')
-    main(['train', CONFIG, '--work-dir', str(tmp_path), '--cfg-options', 'runner.max_epochs=3'])
+    config = tmp_path / 'with_tensorboard.py'  # the shipped config logs text only
+    config.write_text(f"_base_ = ['{CONFIG}']\nlog_config = dict(hooks=["
+                      "dict(type='TextLoggerHook'), dict(type='TensorboardLoggerHook')])\n")
+    main(['train', str(config), '--work-dir', str(tmp_path), '--cfg-options',
+          'runner.max_epochs=3'])
     lines = _json_lines(tmp_path)
-    assert lines[0] == dict(seed=0, exp_name='digits_mmcv1.py', hook_msgs={})
+    assert lines[0] == dict(seed=0, exp_name='with_tensorboard.py', hook_msgs={})
     val = [line for line in lines if line.get('mode') == 'val']
     assert [line['epoch'] for line in val] == [1, 2, 3]
     assert val[-1]['accuracy'] > 95  # the MMEngine-style demo reaches about 98-99 % in 8 epochs

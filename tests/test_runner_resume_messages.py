@@ -30,7 +30,7 @@ def test_auto_resume_without_a_checkpoint_says_there_is_none(tmp_path):
     runner = toy_runner(tmp_path, max_=1, val=False, resume=True)
     runner.load_or_resume()
     log = _log_text(runner)
-    assert 'has no last_checkpoint file yet: nothing to resume' in log
+    assert 'has no checkpoint yet: nothing to resume' in log
     assert 'checkpoint None' not in log
 
 

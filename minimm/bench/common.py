@@ -12,6 +12,7 @@ Timing alternates the methods in one process and takes medians, so drifts of the
 all methods alike; on a GPU every call is timed between two synchronisations.
 """
 import argparse
+import os
 import statistics
 import time
 from typing import Callable, Dict, List, NamedTuple, Tuple
@@ -121,3 +122,21 @@ def start(args: argparse.Namespace, device: torch.device, note: str = '') -> Non
         info = backend_info()[device.type]
         print(f'device {device}, {torch.get_num_threads()} threads, '
               f'plan backend: {info["backend"]} ({info["reason"]}){note}')
+        warning = unreliable(device)
+        if warning:
+            print(warning)
+
+
+def unreliable(device: torch.device) -> str:
+    """Why this machine's CPU timings are unreliable (few cores, or busy ones), or ''. Ratios
+    against the bandwidth limit ('x limit') suffer most: other processes share the memory bus."""
+    if device.type != 'cpu':
+        return ''
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else 0.0
+    reasons = ([f'only {cores} CPU cores'] if cores < 4 else []) + (
+        [f'a load average of {load:.1f} on {cores} cores'] if load > 0.5 * cores else [])
+    if not reasons:
+        return ''
+    return (f'NOTE: {" and ".join(reasons)}: the times below are noisy and the ratios may be off '
+            'by a wide margin; rerun on an idle machine with more cores before relying on them')

@@ -18,8 +18,8 @@ lr_config = dict(policy='step', step=[5, 7], warmup='linear', warmup_iters=20, w
 runner = dict(type='EpochBasedRunner', max_epochs=8)
 
 checkpoint_config = dict(interval=1, max_keep_ckpts=2)
-log_config = dict(interval=15,
-                  hooks=[dict(type='TextLoggerHook'), dict(type='TensorboardLoggerHook')])
+# With `pip install -e ".[tensorboard]"`, add dict(type='TensorboardLoggerHook') for TensorBoard.
+log_config = dict(interval=15, hooks=[dict(type='TextLoggerHook')])
 # EvalHook after every epoch; keeps best_accuracy_epoch_N.pth.
 evaluation = dict(interval=1, save_best='auto')
 # MMCV's EMAHook: EMA buffers on the model, swapped in after each train epoch, so the checkpoint

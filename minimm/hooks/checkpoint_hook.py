@@ -26,6 +26,7 @@ the hook is built (MMEngine forwards them to ``save_checkpoint``, so a typo only
 save).
 """
 import hashlib
+import math
 import os
 import os.path as osp
 import pickle
@@ -36,6 +37,7 @@ from typing import Dict, List, Optional, Sequence, Union
 from ..dist import is_main_process, master_only
 from ..registry import HOOKS
 from ..checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
+from ..work_dir import own_path
 from .hook import Hook
 from .metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_MAP, RULE_MAP,
                            infer_rule)
@@ -139,6 +141,11 @@ class CheckpointHook(Hook):
         runner.logger.info(f'Checkpoints will be saved to {self.out_dir}.')
 
         hub = runner.message_hub
+        # Paths a resumed checkpoint recorded may name another folder's files (a copied work
+        # dir): this run keeps, and deletes, only the files of those names in its own out_dir.
+        for key, value in list(hub.runtime_info.items()):
+            if (key == 'last_ckpt' or key.startswith('best_ckpt')) and isinstance(value, str):
+                hub.update_info(key, own_path(value, self.out_dir))
         if self.save_best is not None:
             if len(self.key_indicators) == 1:
                 self.best_ckpt_path_dict[self.key_indicators[0]] = hub.get_info('best_ckpt')
@@ -261,6 +268,9 @@ class CheckpointHook(Hook):
             ckpt_key = 'best_ckpt' if single else f'best_ckpt_{key}'
             best_score = hub.get_info(score_key, self.init_value_map[rule])
             if score is None or not self.is_better_than[key](score, best_score):
+                continue
+            if not math.isfinite(score):  # minimm's: an inf is never "best" (MMEngine saves it)
+                runner.logger.warning(f'{key} is {score}: not kept as the best checkpoint')
                 continue
             best_ckpt_updated = True
             hub.update_info(score_key, score)

@@ -22,12 +22,14 @@ Left out compared with MMEngine: remote storage (``file_client_args``/``backend_
 None; ``out_dir`` is a local folder).
 """
 import json
+import math
 import os
 import os.path as osp
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from ..logging.logger import DETAIL
 from ..plain_data import to_plain_data
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
@@ -89,19 +91,45 @@ class LoggerHook(Hook):
             runner.logger.info(f'Text logs will be saved to {self.out_dir} after the training '
                                'process.')
         self.json_log_path = f'{runner.timestamp}.json'
+        self._non_finite_seen = False
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                          outputs: Optional[dict] = None) -> None:
         end_of_epoch = self.end_of_epoch(runner.train_dataloader, batch_idx)
         if self.every_n_train_iters(runner, self.interval_exp_name) or end_of_epoch:
-            runner.logger.info(f'Exp name: {runner.experiment_name}')
+            # Once on the terminal; every time in the log file (MMEngine: every time).
+            runner.logger.info(f'Exp name: {runner.experiment_name}',
+                               extra=DETAIL if getattr(self, '_named', False) else None)
+            self._named = True
         if not (self.every_n_inner_iters(batch_idx, self.interval)
                 or (end_of_epoch and (not self.ignore_last
                                       or len(runner.train_dataloader) <= self.interval))):
             return
         tag, log_str = runner.log_processor.get_log_after_iter(runner, batch_idx, 'train')
         runner.logger.info(log_str)
+        self._warn_at_first_non_finite_loss(runner, tag)
         runner.visualizer.add_scalars(tag, step=runner.iter + 1, file_path=self.json_log_path)
+
+    def _warn_at_first_non_finite_loss(self, runner, tag: dict) -> None:
+        """Once per run, warn naming the first iteration whose loss was NaN or infinite (minimm's;
+        MMEngine trains on in silence). Judged from the means this log line has just read, so
+        the step reads nothing from the device for it; only a mean that is not finite makes it
+        look through the logged losses, to find the iteration."""
+        if getattr(self, '_non_finite_seen', False):
+            return
+        bad = [key for key, value in tag.items() if 'loss' in key
+               and isinstance(value, (int, float)) and not math.isfinite(value)]
+        if not bad:
+            return
+        self._non_finite_seen = True
+        key = bad[0] if bad[0].startswith('train/') else f'train/{bad[0]}'
+        values = runner.message_hub.get_scalar(key).data[0]
+        first = next(i for i, value in enumerate(values) if not math.isfinite(value))
+        iteration = runner.iter + 1 - (len(values) - 1 - first)  # values[-1]: this iteration
+        runner.logger.warning(
+            f'{key} is {values[first]} at iteration {iteration}: training goes on (as in '
+            'MMEngine), but its weights are likely lost. Lower the lr, clip the gradients '
+            '(optim_wrapper.clip_grad) or check the data. Said once per run.')
 
     def after_val_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                        outputs: Optional[Sequence] = None) -> None:

@@ -23,6 +23,22 @@ from ..utils.manager import ManagerMixin
 
 LOG_FORMAT = '%(asctime)s - %(name)s - %(levelname)s - %(message)s'
 
+# A line logged with ``extra=DETAIL`` (the config dump, the hook table: long, and read when
+# something needs looking into) goes to the log file always, and to the console only while
+# ``show_details(True)``, the default (so a script or tutorial prints what MMEngine's does).
+# ``minimm train``/``test``/``demo`` show them on the terminal with ``--verbose`` only.
+DETAIL = {'minimm_detail': True}
+_console_shows_details = [True]
+
+
+def show_details(show: bool) -> None:
+    """Whether the console prints the lines logged with ``extra=DETAIL``."""
+    _console_shows_details[0] = show
+
+
+def _not_a_hidden_detail(record: logging.LogRecord) -> bool:
+    return _console_shows_details[0] or not getattr(record, 'minimm_detail', False)
+
 
 def _rank() -> int:
     # The logger may be built before init_process_group (e.g. by a launcher script); the
@@ -57,6 +73,7 @@ class MMLogger(logging.Logger, ManagerMixin):
         console = logging.StreamHandler(stream=sys.stdout)
         console.setFormatter(logging.Formatter(LOG_FORMAT, datefmt='%m/%d %H:%M:%S'))
         console.setLevel(log_level if rank == 0 else logging.ERROR)
+        console.addFilter(_not_a_hidden_detail)
         self.addHandler(console)
 
         if log_file is not None and rank == 0:

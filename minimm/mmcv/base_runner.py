@@ -17,7 +17,6 @@ the model's ``train_step`` only computes the loss. Left out compared with MMCV 1
 """
 import copy
 import logging
-import os
 import os.path as osp
 import platform
 import shutil
@@ -27,6 +26,8 @@ from contextlib import contextmanager
 
 import torch
 from torch.optim import Optimizer
+
+from minimm.work_dir import hold_work_dir, make_work_dir
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .dist_utils import get_dist_info
@@ -121,11 +122,11 @@ class BaseRunner(metaclass=ABCMeta):
         self.optimizer = optimizer
         self.logger = logger
         self.meta = meta  # the caller's dict itself: hooks keep their notes in meta['hook_msgs']
-        self.work_dir = None if work_dir is None else osp.abspath(work_dir)
-        if self.work_dir is not None:
-            os.makedirs(self.work_dir, exist_ok=True)
+        self.work_dir = None if work_dir is None else make_work_dir(work_dir)
         self._model_name = type(getattr(model, 'module', model)).__name__
         self._rank, self._world_size = get_dist_info()
+        if self.work_dir is not None and self._rank == 0:  # one run per work dir (minimm's)
+            self._work_dir_lock = hold_work_dir(self, self.work_dir)
         self.timestamp = get_time_str()
         self.mode = None  # 'train' or 'val' while one of them runs
         self._hooks = []

@@ -18,19 +18,24 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
+from minimm.checkpoint import check_fit, load_checkpoint_file
 from minimm.dataset import DefaultSampler
 from minimm.dist import get_dist_info, init_dist
 from minimm.logging import MMLogger
 from minimm.randomness import set_random_seed
 from minimm.registry import DATASETS, MODELS
+from minimm.work_dir import lock_work_dir, make_work_dir
 
 from . import digits  # noqa: F401 (registers the MMCV-style digits model and dataset)
 from .builder import build_runner
+from .checkpoint import load_checkpoint
+from .config_checks import check_mmcv_config
 from .hooks import DistEvalHook, DistSamplerSeedHook, EvalHook, Fp16OptimizerHook
 from .iter_based_runner import IterBasedRunner
 from .optimizer import build_optimizer
 from .parallel import MMDistributedDataParallel
 from .resume_fallback import newest_readable_checkpoint
+from .test import single_gpu_test
 
 MMCV_KEYS = ('runner', 'lr_config', 'optimizer_config', 'workflow')
 
@@ -51,9 +56,25 @@ def build_dataloader(dataset, samples_per_gpu: int, workers_per_gpu: int, shuffl
 
 def train_model(cfg, distributed: bool = False, validate: bool = True) -> object:
     """Build everything ``cfg`` describes and run its workflow; return the runner."""
-    timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+    work_dir = make_work_dir(cfg.work_dir)
+    # Taken before the log file is opened, so a second run on this work dir is refused first
+    # (the runner takes it too, for its own lifetime).
+    release = lock_work_dir(work_dir) if get_dist_info()[0] == 0 else (lambda: None)
+    try:
+        return _build_and_run(cfg, work_dir, distributed, validate)
+    finally:
+        release()
+
+
+def _build_and_run(cfg, work_dir: str, distributed: bool, validate: bool) -> object:
+    check_mmcv_config(cfg)  # before anything is built or logged
+    timestamp = stamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+    for number in range(2, 1000):  # a run started in the same second has that log file
+        if not osp.exists(osp.join(work_dir, f'{timestamp}.log')):
+            break
+        timestamp = f'{stamp}_{number}'
     logger = MMLogger.get_instance(f'mmcv_{timestamp}', log_file=osp.join(
-        osp.abspath(cfg.work_dir), f'{timestamp}.log'), log_level=cfg.get('log_level', 'INFO'))
+        work_dir, f'{timestamp}.log'), log_level=cfg.get('log_level', 'INFO'))
     seed = set_random_seed(cfg.get('seed'))
     model = MODELS.build(cfg.model)
     data = cfg.data
@@ -89,22 +110,46 @@ def train_model(cfg, distributed: bool = False, validate: bool = True) -> object
         runner.register_hook(hook_cls(val_loader, **eval_cfg), priority='LOW')
     if cfg.get('resume_from'):
         runner.resume(cfg.resume_from, map_location='cpu')
+        _warn_if_finished(runner)
     elif cfg.get('load_from'):
         runner.load_checkpoint(cfg.load_from)
     runner.run(loaders, cfg.workflow)
     return runner
 
 
+def _warn_if_finished(runner) -> None:
+    """Say when the resumed run has nothing left to train (MMCV ends without a word)."""
+    unit = 'iter' if isinstance(runner, IterBasedRunner) else 'epoch'
+    done, total = getattr(runner, unit), getattr(runner, f'max_{unit}s')
+    if total is not None and done >= total:
+        runner.logger.warning(f'The checkpoint is at {unit} {done} and runner.max_{unit}s is '
+                              f'{total}: nothing is left to train; raise max_{unit}s to train on.')
+
+
 def train_from_cfg(cfg, launcher: str = 'none', resume=None) -> object:
     """What ``minimm train CONFIG`` does for an MMCV 1.x config. ``resume='auto'`` resumes from
-    ``work_dir/latest.pth`` when it exists (or the newest readable checkpoint when it cannot be
-    read); a path resumes from that file."""
+    ``work_dir/latest.pth`` (or the newest readable checkpoint when it cannot be read or is
+    gone); a path resumes from that file."""
     if resume == 'auto':
-        latest = osp.join(cfg.work_dir, 'latest.pth')
-        resume = newest_readable_checkpoint(latest) if osp.lexists(latest) else None
+        resume = newest_readable_checkpoint(osp.join(cfg.work_dir, 'latest.pth'))
     if resume is not None:
         cfg['resume_from'] = resume
     if launcher != 'none':
         init_dist(launcher, **cfg.get('dist_params', {}))
     distributed = get_dist_info()[1] > 1 or launcher != 'none'
     return train_model(cfg, distributed=distributed)
+
+
+def test_from_cfg(cfg, checkpoint: str) -> dict:
+    """What ``minimm test CONFIG --checkpoint CKPT`` does for an MMCV 1.x config, as
+    MMDetection 2.x's ``tools/test.py`` on one process: the checkpoint's weights, evaluated on
+    ``data.test`` (else ``data.val``) with ``single_gpu_test`` and the dataset's ``evaluate``."""
+    model = MODELS.build(cfg.model)
+    state = load_checkpoint_file(checkpoint, trusted=False)
+    check_fit(model, state.get('state_dict', state), checkpoint, [(r'^module\.', '')])
+    load_checkpoint(model, checkpoint, map_location='cpu')
+    data = cfg.data
+    dataset = DATASETS.build(data.get('test', data.val))
+    loader = build_dataloader(dataset, data.get('val_samples_per_gpu', 1), data.workers_per_gpu,
+                              False, False)
+    return dataset.evaluate(single_gpu_test(model, loader))

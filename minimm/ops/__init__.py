@@ -8,8 +8,8 @@ twins define the numbers. ``backend_info()`` says which is used where, and why.
 from . import fake  # noqa: F401  (puts its fake kernels' registration in the loader)
 from .aliases import distinct
 from .ema import EMAPlan, averaging_weight, ema_update_, ema_update_ref
-from .loader import backend_info
+from .loader import backend_info, backend_words
 from .pack import PackPlan, pack, pack_ref, unpack_, unpack_ref
 
 __all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'averaging_weight', 'pack', 'pack_ref',
-           'unpack_', 'unpack_ref', 'PackPlan', 'backend_info', 'distinct']
+           'unpack_', 'unpack_ref', 'PackPlan', 'backend_info', 'backend_words', 'distinct']

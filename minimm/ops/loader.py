@@ -321,3 +321,9 @@ def backend_info() -> Dict[str, Dict[str, str]]:
     decision = _get()
     return {device: {'backend': decision.devices[device], 'reason': decision.reasons[device]}
             for device in ('cpu', 'cuda')}
+
+
+def backend_words() -> str:
+    """``backend_info()`` as a line: ``cpu: native (JIT build ...); cuda: fallback (no GPU)``."""
+    return '; '.join(f'{device}: {info["backend"]} ({info["reason"]})'
+                     for device, info in backend_info().items())

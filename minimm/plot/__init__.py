@@ -43,10 +43,11 @@ def save_figure(fig, out: str, dpi: int = 80) -> str:
     return out
 
 
-def find_scalar_log(work_dir: str) -> str:
-    """The newest scalar log under ``work_dir`` (``work_dir`` may also be the file itself)."""
+def find_scalar_logs(work_dir: str) -> List[str]:
+    """The scalar logs under ``work_dir``, oldest first: one per run (a resumed run writes a new
+    one); ``work_dir`` may also be a log file itself."""
     if osp.isfile(work_dir):
-        return work_dir
+        return [work_dir]
     if not osp.isdir(work_dir):
         raise FileNotFoundError(f'{work_dir} is neither a work dir nor a scalar log file')
     candidates = glob.glob(osp.join(work_dir, '**', 'vis_data', 'scalars.json'), recursive=True)
@@ -54,7 +55,12 @@ def find_scalar_log(work_dir: str) -> str:
     if not candidates:
         raise FileNotFoundError(f'no vis_data/scalars.json and no *.log.json under {work_dir}; '
                                 'was it trained with a LocalVisBackend or a TextLoggerHook?')
-    return max(candidates, key=osp.getmtime)
+    return sorted(candidates, key=osp.getmtime)
+
+
+def find_scalar_log(work_dir: str) -> str:
+    """The newest scalar log under ``work_dir`` (``work_dir`` may also be the file itself)."""
+    return find_scalar_logs(work_dir)[-1]
 
 
 def read_scalar_log(path: str) -> Tuple[List[dict], List[dict]]:
@@ -104,25 +110,32 @@ def _metric_keys(val_rows: Sequence[dict]) -> List[str]:
 
 
 def plot_run(work_dir: str, out: Optional[str] = None) -> str:
-    """Draw loss, LR and validation metrics of the run in ``work_dir``; return the PNG's path."""
+    """Draw loss, LR and validation metrics of every run in ``work_dir`` (a resumed run goes on
+    where the first stopped; a run started over is drawn over it), one colour per run; return
+    the PNG's path."""
     plt = require_pyplot()
-    path = find_scalar_log(work_dir)
-    train, val = read_scalar_log(path)
-    if not train and not val:
-        raise ValueError(f'{path} holds no training or validation lines')
-    out = out or osp.join(osp.dirname(path), 'curves.png')
-    panels = [('loss', 'training loss'), ('lr', 'learning rate')]
+    runs = [(path, *read_scalar_log(path)) for path in find_scalar_logs(work_dir)]
+    runs = [(path, train, val) for path, train, val in runs if train or val]
+    if not runs:
+        raise ValueError(f'no training or validation lines in the scalar logs under {work_dir}: '
+                         'did its runs reach their first log line?')
+    out = out or osp.join(osp.dirname(runs[-1][0]), 'curves.png')
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for ax, (key, title) in zip(axes, panels):
-        ax.plot(*_series(train, key), color='tab:blue')
+    for number, (path, train, val) in enumerate(runs):
+        run = f'run {number + 1}' if len(runs) > 1 else None
+        for ax, key in zip(axes, ('loss', 'lr')):
+            ax.plot(*_series(train, key), color=f'C{number}', label=run)
+        for key in _metric_keys(val):
+            axes[2].plot(*_series(val, key), marker='o', label=f'{key} ({run})' if run else key)
+    for ax, title in zip(axes, ('training loss', 'learning rate')):
         ax.set(title=title, xlabel='iteration')
-    for key in _metric_keys(val):
-        axes[2].plot(*_series(val, key), marker='o', label=key)
     axes[2].set(title='validation', xlabel='step as logged (epoch or iteration)')
     axes[2].xaxis.get_major_locator().set_params(integer=True)
-    if val:
+    if any(val for _, _, val in runs):
         axes[2].legend(fontsize='small')
-    fig.suptitle(osp.relpath(path), fontsize='small')
+    fig.suptitle(', '.join(f'run {n + 1}: {osp.relpath(path)}' if len(runs) > 1 else
+                           osp.relpath(path) for n, (path, _, _) in enumerate(runs)),
+                 fontsize='small')
     return save_figure(fig, out)
 
 

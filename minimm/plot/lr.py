@@ -167,7 +167,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('config', help='a .py config file')
     parser.add_argument('--out', help="the PNG to write (default: lr_schedule.png in the config's "
                                       'work_dir, as `minimm train` would use it)')
-    parser.add_argument('--epoch-length', type=int,
+    from ..cli import _positive_int  # demo --epochs's check
+    parser.add_argument('--epoch-length', type=_positive_int,
                         help='iterations per epoch (default: counted from the train dataset)')
     args = parser.parse_args(argv)
     from ..config import Config

@@ -10,8 +10,12 @@ first epoch), ``max_epochs='two'``, a ``param_scheduler`` of the wrong shape.
 import numbers
 from typing import Dict, List, Optional
 
+from torch.utils.data import DataLoader
+
 from ..optim.scheduler import _ParamScheduler
-from ..registry import HOOKS
+from ..registry import (DATA_SAMPLERS, DATASETS, HOOKS, LOOPS, OPTIM_WRAPPERS, OPTIMIZERS,
+                        PARAM_SCHEDULERS)
+from ..values import check_arguments, problem
 from .hook_dispatch import DEFAULT_HOOKS
 
 # The numbers a built-in train loop reads from train_cfg, and the smallest each may be.
@@ -107,3 +111,66 @@ def check_scheduler_cfg(param_scheduler, optim_wrapper) -> None:
     else:
         raise TypeError('`param_scheduler` should be a `_ParamScheduler`, a dict, a list or a '
                         f'tuple, but got {type(param_scheduler)}')
+
+
+def _check_entry(entry, registry, where: str, default_type=None) -> None:
+    """``check_arguments`` on a config dict built through ``registry`` (minimm's and torch's
+    classes only: a user's own class checks its own arguments)."""
+    if not isinstance(entry, dict):
+        return
+    if 'type' not in entry and default_type is not None:
+        entry = dict(entry, type=default_type)
+    cls = class_of(entry, registry) if 'type' in entry else None
+    if isinstance(cls, type) and cls.__module__.startswith(('minimm.', 'torch.')):
+        options = {key: value for key, value in entry.items() if key not in ('type', '_scope_')}
+        check_arguments(cls, options, where)
+
+
+def _check_dataloader(loader, where: str) -> None:
+    if not isinstance(loader, dict):
+        return
+    skip = ('dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn')
+    check_arguments(DataLoader, {k: v for k, v in loader.items() if k not in skip}, where)
+    _check_entry(loader.get('sampler'), DATA_SAMPLERS, f'{where}.sampler')
+    _check_entry(loader.get('dataset'), DATASETS, f'{where}.dataset')
+
+
+def check_options(options: dict) -> None:
+    """Check the values of a Runner's options (its constructor's arguments, by name) before
+    anything is built: every option of the built-in hooks, loops, schedulers, optimizer
+    wrapper, optimizer and dataloaders must be of its kind (``minimm/values.py``)."""
+    check_scheduler_cfg(options['param_scheduler'], options['optim_wrapper'])
+    for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        _check_dataloader(options[key], key)
+    for key, hook in {**DEFAULT_HOOKS, **(options['default_hooks'] or {})}.items():
+        _check_entry(hook, HOOKS, f'default_hooks.{key}')
+    for index, hook in enumerate(options['custom_hooks'] or []):
+        _check_entry(hook, HOOKS, f'custom_hooks[{index}]')
+    train_cfg = options['train_cfg']
+    if isinstance(train_cfg, dict):
+        default = 'EpochBasedTrainLoop' if train_cfg.get('by_epoch', True) else \
+            'IterBasedTrainLoop'
+        wrong = problem('bool', train_cfg.get('by_epoch', True))
+        if wrong:
+            raise ValueError(f'train_cfg.by_epoch={train_cfg["by_epoch"]!r}: {wrong}')
+        for key, minimum in TRAIN_CFG_MINIMUMS.items():  # the counters: whole numbers
+            if key in train_cfg:
+                whole_number(f'train_cfg.{key}', train_cfg[key], minimum)
+        _check_entry({k: v for k, v in train_cfg.items() if k != 'by_epoch' and k not in
+                      TRAIN_CFG_MINIMUMS}, LOOPS, 'train_cfg', default)
+    for key, default in (('val_cfg', 'ValLoop'), ('test_cfg', 'TestLoop')):
+        _check_entry(options[key], LOOPS, key, default)
+    optim_wrapper = options['optim_wrapper']
+    if isinstance(optim_wrapper, dict):
+        options_of_wrapper = {k: v for k, v in optim_wrapper.items()
+                              if k not in ('optimizer', 'constructor', 'paramwise_cfg')}
+        _check_entry(options_of_wrapper, OPTIM_WRAPPERS, 'optim_wrapper', 'OptimWrapper')
+        clip = optim_wrapper.get('clip_grad')
+        if isinstance(clip, dict) and problem('number', clip.get('max_norm', 0)):
+            raise ValueError(f'optim_wrapper.clip_grad.max_norm={clip["max_norm"]!r}: '
+                             f'{problem("number", clip["max_norm"])}')
+        _check_entry(optim_wrapper.get('optimizer'), OPTIMIZERS, 'optim_wrapper.optimizer')
+    schedulers = options['param_scheduler']
+    for index, entry in enumerate(schedulers if isinstance(schedulers, (list, tuple)) else
+                                  [schedulers]):
+        _check_entry(entry, PARAM_SCHEDULERS, f'param_scheduler[{index}]')

@@ -45,13 +45,11 @@ def get_priority(priority: Union[int, str, Priority]) -> int:
 
 
 def priority_name(priority: Union[int, str, Priority]) -> str:
-    """How ``get_hooks_info`` shows a priority, as MMEngine does: a name as it was written
-    (``'lowest'`` stays lowercase), else the level name of the number (``'NORMAL'`` for 50), else
-    the number (``'49'``)."""
+    """How ``get_hooks_info`` shows a priority: a name as it was written (``'lowest'`` stays
+    lowercase), else the level name of the number (``'NORMAL'`` for 50), as MMEngine does; else
+    the next level down minus the difference (``'NORMAL-1'`` for 49: MMEngine shows ``'49'``)."""
     if isinstance(priority, str):
         return priority
     value = get_priority(priority)
-    try:
-        return Priority(value).name
-    except ValueError:
-        return str(value)
+    level = min((level for level in Priority if level.value >= value), key=lambda p: p.value)
+    return level.name if level.value == value else f'{level.name}-{level.value - value}'

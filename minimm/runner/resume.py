@@ -17,6 +17,7 @@ Left out compared with MMEngine: file backends. Added: ``resume`` may be a check
 path; ``resume=True`` falls back to the newest readable checkpoint when the latest one cannot be
 read; ``load_from=dict(path=..., trusted=True)`` loads a file that needs arbitrary unpickling.
 """
+import os
 import os.path as osp
 import pickle
 import time
@@ -29,6 +30,10 @@ from ..dist import master_only
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
+from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
+                          set_aside)
+from ..work_dir import hold_work_dir, own_path
+from .loops import EpochBasedTrainLoop
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
                          _load_checkpoint_to_model, find_latest_checkpoint, get_state_dict,
                          resume_candidates, save_checkpoint, weights_to_cpu)
@@ -48,6 +53,20 @@ def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
 class CheckpointMixin:
     """The Runner's checkpoint methods."""
 
+    def _claim_work_dir(self) -> None:
+        """Lock the work dir for this run (on rank 0, which writes the checkpoints; see
+        ``minimm/work_dir.py``) and name the log folder after the start time, with a suffix if
+        an earlier run in this work dir started in the same second (MMEngine shares it)."""
+        if self.rank == 0:
+            self._work_dir_lock = hold_work_dir(self, self.work_dir)
+        self.timestamp = stamp = self._shared_timestamp()
+        number = 1
+        while not self.distributed and osp.exists(osp.join(self.work_dir, self.timestamp)):
+            number += 1
+            self.timestamp = f'{stamp}_{number}'
+        self._log_dir = osp.join(self.work_dir, self.timestamp)
+        os.makedirs(self._log_dir, exist_ok=True)
+
     def load_or_resume(self) -> None:
         """Resume (``resume=True``) or load weights (``load_from``), once.
 
@@ -58,32 +77,45 @@ class CheckpointMixin:
         if self._has_loaded:
             return
         if self._resume and self._load_from is None:
-            latest = find_latest_checkpoint(self.work_dir)
-            if latest is None:  # MMEngine logs "Auto resumed from the latest checkpoint None."
-                self.logger.info(f'resume=True but {self.work_dir} has no last_checkpoint file '
-                                 'yet: nothing to resume, training starts from the beginning.')
-            else:
-                self._resume_newest_readable(latest)
+            self._auto_resume()
         elif self._resume:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
             self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
 
-    def _resume_newest_readable(self, latest: str) -> None:
-        """Resume from ``latest``, or, when it cannot be read (a kill during a copy, a full disk),
-        from the newest older checkpoint that can. minimm's addition: MMEngine fails."""
+    def _auto_resume(self) -> None:
+        """``resume=True``: resume from the checkpoint ``last_checkpoint`` names, else from the
+        newest readable ``epoch_N``/``iter_N`` file in the work dir (a missing or emptied record
+        must not make the run start over and overwrite them); nothing to resume only when there
+        is no checkpoint at all."""
+        latest = find_latest_checkpoint(self.work_dir)
+        if latest is not None and osp.isfile(own_path(latest, self.work_dir)):
+            latest = own_path(latest, self.work_dir)  # a copied work dir names the original's
+        candidates = resume_candidates(latest) if latest else numbered_checkpoints(self.work_dir)
+        if not candidates:  # MMEngine logs "Auto resumed from the latest checkpoint None."
+            self.logger.info(f'resume=True but {self.work_dir} has no checkpoint yet: nothing '
+                             'to resume, training starts from the beginning.')
+            return
+        if latest is None:
+            self.logger.warning(f'{self.work_dir}/last_checkpoint is missing or empty: resuming '
+                                'from the newest readable checkpoint in the work dir instead')
         errors = []
-        for path in resume_candidates(latest):
+        for path in candidates:
             try:
                 self.resume(path, trusted=self._trust_checkpoint)
+            except UntrustedCheckpointError:
+                raise  # readable with --trust-checkpoint: no reason to go back to an older one
             except CheckpointError as e:  # raised by the read, before anything is restored
-                errors.append(str(e))
-                self.logger.warning(f'{e}\nTrying the next older checkpoint.')
+                errors.append(str(e) + set_aside(path))
+                self.logger.warning(f'{errors[-1]}\nTrying the next older checkpoint.')
                 continue
             # Said once the checkpoint is loaded, so it names the one actually resumed from.
-            self.logger.info(f'Auto resumed from the latest checkpoint {path}.' if path == latest
-                             else f'Auto resumed from {path}, the newest checkpoint that could '
-                                  f'be read (the latest, {latest}, could not).')
+            if path == latest:
+                self.logger.info(f'Auto resumed from the latest checkpoint {path}.')
+            else:
+                why = f'the latest, {latest}, could not' if latest else 'no record of the latest'
+                self.logger.info(f'Auto resumed from {path}, the newest checkpoint that could be '
+                                 f'read ({why}).')
             return
         raise CheckpointError('no readable checkpoint to resume from; tried, newest first:\n'
                               + '\n'.join(errors))
@@ -95,7 +127,11 @@ class CheckpointMixin:
         ``trusted=True`` allows a file that needs arbitrary unpickling."""
         # No logger, as in MMEngine: the "Loads checkpoint by ... backend" line goes to stdout.
         checkpoint = _load_checkpoint(filename, map_location, trusted=trusted)
+        if 'state_dict' not in checkpoint and checkpoint and all(
+                isinstance(value, torch.Tensor) for value in checkpoint.values()):
+            checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys)
         _load_checkpoint_to_model(self.model, checkpoint, strict, self.logger, revise_keys)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
@@ -108,6 +144,11 @@ class CheckpointMixin:
         if map_location == 'default':
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
         checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
+        if 'meta' not in checkpoint:
+            raise ValueError(f'cannot resume from {filename!r}: it holds weights only (keys: '
+                             f'{sorted(checkpoint)[:4]}), not the counters and optimizer state of '
+                             'a run; start from its weights with load_from, or test it')
+        check_fit(self.model, checkpoint['state_dict'], filename, DEFAULT_REVISE_KEYS, 'resume')
         meta = checkpoint['meta']
         # The loop's counters are read-only properties over these, as in MMEngine.
         self.train_loop._epoch = meta['epoch']
@@ -142,6 +183,35 @@ class CheckpointMixin:
                 scheduler.load_state_dict(state)
         self._has_loaded = True
         self.logger.info(f'resumed epoch: {self.epoch}, iter: {self.iter}')
+        self._warn_if_finished()
+
+    def _warn_if_finished(self) -> None:
+        """Say when a resumed run has nothing left to train, or when a scheduler's ``end`` was
+        the shorter run's length (the run that wrote the checkpoint: ``max_epochs``/``max_iters``
+        in its MessageHub) while training goes on: its value then stays where it ended."""
+        loop = self.train_loop
+        if isinstance(loop, EpochBasedTrainLoop):
+            unit, done, total = 'epoch', loop.epoch, loop.max_epochs
+        elif hasattr(loop, 'max_iters'):
+            unit, done, total = 'iter', loop.iter, loop.max_iters
+        else:  # a loop of one's own: no known length
+            return
+        if done >= total:
+            self.logger.warning(f'The checkpoint is at {unit} {done} and train_cfg.max_{unit}s is '
+                                f'{total}: nothing is left to train; raise max_{unit}s to train '
+                                'on.')
+            return
+        schedulers = self.param_schedulers if isinstance(self.param_schedulers, list) else []
+        for scheduler in schedulers:  # (an interrupted run resumed: its schedulers go on)
+            step = 'epoch' if getattr(scheduler, 'by_epoch', False) else 'iter'
+            end = getattr(scheduler, 'end', None)
+            if end == self.message_hub.get_info(f'max_{step}s') and end <= getattr(loop, step):
+                self.logger.warning(
+                    f'{type(scheduler).__name__} ended at {step} {scheduler.end}, where the run '
+                    f'that wrote the checkpoint ended (its `end`, restored from the checkpoint), '
+                    f'and training goes on to {unit} {total}: its value stays where it ended. To '
+                    'schedule over the longer run, start a new run with load_from instead.')
+                return
 
     @master_only
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,

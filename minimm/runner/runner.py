@@ -28,7 +28,6 @@ MMEngine exposes as read-only properties without computing anything (``work_dir`
 import contextlib
 import copy
 import logging
-import os
 import os.path as osp
 import time
 from typing import Dict, List, Optional, Union
@@ -46,15 +45,17 @@ from ..config.top_level_keys import RUNNER_KEYS, warn_unknown_keys
 from ..dist import get_dist_info, master_only
 from ..hooks import Hook
 from ..logging import Visualizer
+from ..logging.logger import DETAIL
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from ..registry import RUNNERS, DefaultScope
 from .builders import BuildMixin
 from ..checkpoint import unwrap_model
+from ..work_dir import make_work_dir
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
-from .checks import check_scheduler_cfg, warn_duplicate_hooks
+from .checks import check_options, warn_duplicate_hooks
 
 ConfigType = Union[dict, Config]
 
@@ -113,8 +114,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
                  profile_hooks: bool = False):
-        self.work_dir = osp.abspath(work_dir)
-        os.makedirs(self.work_dir, exist_ok=True)
+        self.work_dir = make_work_dir(work_dir)
         if cfg is None:
             self.cfg = Config(dict())
         elif isinstance(cfg, Config):
@@ -124,7 +124,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
-        check_scheduler_cfg(param_scheduler, optim_wrapper)
+        check_options(locals())  # every option's value, before anything is built (checks.py)
         self.auto_scale_lr = auto_scale_lr
         _all_or_none('val_dataloader, val_cfg, val_evaluator',
                      [val_dataloader, val_cfg, val_evaluator])
@@ -148,7 +148,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self.seed = set_random_seed(**self._randomness_cfg)
         self.deterministic = bool(self._randomness_cfg.get('deterministic', False))
 
-        self.timestamp = self._shared_timestamp()
+        self._claim_work_dir()  # locks it (a busy one is refused) and sets timestamp, log_dir
         if experiment_name is not None:
             self._experiment_name = f'{experiment_name}_{self.timestamp}'
         elif self.cfg.filename is not None:
@@ -156,8 +156,6 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             self._experiment_name = f'{stem}_{self.timestamp}'
         else:
             self._experiment_name = self.timestamp
-        self._log_dir = osp.join(self.work_dir, self.timestamp)
-        os.makedirs(self._log_dir, exist_ok=True)
         # From here on every build looks in this package's registries first.
         self.default_scope = None if default_scope is None else DefaultScope.create_instance(
             self._experiment_name, scope_name=default_scope)
@@ -183,7 +181,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self.register_hooks(default_hooks, custom_hooks)
         warn_duplicate_hooks(default_hooks, custom_hooks, self.logger)
         self._log_env()
-        self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}')
+        self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
+                         extra=DETAIL)
         self._dump_config()
 
     @classmethod
@@ -385,12 +384,12 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     # ------------------------------------------------------------------ logging helpers
     def _log_env(self) -> None:
-        from ..ops import backend_info
+        from ..ops import backend_words
         self.logger.info(f'minimm {__version__}, torch {torch.__version__}, '
                          f'rank {self.rank}/{self.world_size}, seed {self.seed}')
-        self.logger.info(f'native ops: {backend_info()}')
+        self.logger.info(f'native ops: {backend_words()}')
         if self.cfg:
-            self.logger.info(f'Config:\n{self.cfg.pretty_text}')
+            self.logger.info(f'Config:\n{self.cfg.pretty_text}', extra=DETAIL)
 
     @master_only
     def _dump_config(self) -> None:

@@ -28,7 +28,9 @@ class EMAHook(Hook):
     def __init__(self, momentum: float = 0.0002, interval: int = 1,
                  warm_up: int = 100, resume_from: Optional[str] = None):
         assert isinstance(interval, int) and interval > 0
-        assert 0 < momentum < 1
+        if not 0 < momentum < 1:  # MMCV asserts it, with no message
+            raise ValueError(f'momentum={momentum!r} must be between 0 and 1 (the weight '
+                             'of the new value at each update, e.g. 0.0002)')
         self.interval = interval
         # As MMCV: one update every ``interval`` iterations stands for that many updates.
         self.momentum = momentum ** interval

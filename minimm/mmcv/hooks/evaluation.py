@@ -10,6 +10,7 @@ MMCV's quirks are kept: a score of 0 never saves; a ``less_keys`` given as a str
 Different: local disk only (no ``file_client_args``); the log line about where the best
 checkpoint goes names no file backend.
 """
+import math
 import os
 import os.path as osp
 import warnings
@@ -20,6 +21,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from minimm.dist import broadcast
+from minimm.work_dir import own_path
 
 from ..test import multi_gpu_test, single_gpu_test
 from .checkpoint import out_dir_for
@@ -126,8 +128,9 @@ class EvalHook(Hook):
             warnings.warn('runner.meta is None. Creating an empty one.')
             runner.meta = dict()
         hook_msgs = runner.meta.setdefault('hook_msgs', dict())
-        # A resumed run goes on from the best checkpoint it had.
-        self.best_ckpt_path = hook_msgs.get('best_ckpt', None)
+        # A resumed run goes on from the best checkpoint it had; of a copied work dir, from the
+        # file of that name in its own folder (MMCV deletes the original's, the recorded path).
+        self.best_ckpt_path = own_path(hook_msgs.get('best_ckpt', None), self.out_dir)
 
     def _resumed_past_start(self, current: int) -> bool:
         """True at most once, on the first call: when training (re)starts at or after
@@ -178,7 +181,7 @@ class EvalHook(Hook):
         runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
         key_score = self.evaluate(runner, results)
         # MMCV's quirk: a score that is None *or 0* saves nothing.
-        if self.save_best and key_score:
+        if self.save_best and key_score and math.isfinite(key_score):  # minimm: not NaN or inf
             self._save_ckpt(runner, key_score)
 
     def _save_ckpt(self, runner, key_score):
