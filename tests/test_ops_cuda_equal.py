@@ -61,7 +61,8 @@ def assert_equal(want_tensors, got_tensors, device):
                          FLOAT_PAIRS + [(torch.int64, torch.int64), (torch.uint8, torch.uint8)])
 @pytest.mark.parametrize('rule', ['ema', 'anneal', 'swa', 'power'])
 def test_cpu_native_equals_the_device_plan(device, ema_dtype, src_dtype, rule):
-    """Copy, averaging and skipped calls (interval 2) of a plan with a mirrored cast pair."""
+    """Copy, averaging and skipped calls (interval 2, the last one skipped) of a plan with
+    mirrored pairs."""
     results = []
     for on_device in (False, True):
         ema, src = (pair[on_device] for pair in (host_and_device(device, ema_dtype, 1),
@@ -76,9 +77,11 @@ def test_cpu_native_equals_the_device_plan(device, ema_dtype, src_dtype, rule):
         else:
             plan = EMAPlan(ema, src, mirror_ema, mirror_src, backend='native', **kwargs)
             steps = torch.zeros((), dtype=torch.long)
-        for k in range(5):
+        for k in range(6):
             for t, new in zip(src, host_and_device(device, src_dtype, 10 + k)[on_device]):
                 t.copy_(new)
+            for t in mirror_src:  # mirrored on every call, skipped ones too
+                t.add_(1)
             plan.step(steps)
         results.append(ema + mirror_ema + [steps])
     assert_equal(*results, device)

@@ -64,7 +64,7 @@ class CUDA:
 
 
 class _EmulatedEMAPlan(EMAPlan):
-    def step(self, steps):
+    def step(self, steps, count=None):
         counters = [steps] if isinstance(steps, torch.Tensor) else list(steps)
         torch.classes.minimm_emu.Plans().ema_step(self._native, counters)
 
