@@ -15,10 +15,16 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-# What a copy of the checkout leaves out: environments, build outputs, caches.
-NOT_SOURCES = shutil.ignore_patterns('.git', '.venv*', '.torch_extensions', 'build', 'dist',
-                                     '*.egg-info', '__pycache__', '.pytest_cache', '.hypothesis',
-                                     'work_dirs', '*.so')
+# What a copy of the checkout leaves out: environments, build outputs, caches (ignore_patterns
+# alone would match minimm/dist/ too).
+ANYWHERE = shutil.ignore_patterns('.git', '.venv*', '.torch_extensions', '*.egg-info',
+                                  '__pycache__', '.pytest_cache', '.hypothesis', 'work_dirs', '*.so')
+AT_THE_ROOT = {'build', 'dist'}  # setup.py's outputs; minimm/dist/ is a package
+
+
+def not_sources(folder, names):
+    left_out = ANYWHERE(folder, names)
+    return left_out | (AT_THE_ROOT & set(names) if Path(folder) == REPO else set())
 
 
 def fresh_venv(path: Path) -> Path:
@@ -53,7 +59,7 @@ def minimm_info(python: Path, home: Path) -> str:
 
 def test_pip_install_and_a_wheel_give_the_native_ops_built_into_the_user_cache(tmp_path):
     source = tmp_path / 'minimm-src'
-    shutil.copytree(REPO, source, ignore=NOT_SOURCES)
+    shutil.copytree(REPO, source, ignore=not_sources)
     home = tmp_path / 'home'
     home.mkdir()
     cache = home / '.cache' / 'minimm' / 'torch_extensions' / 'minimm_ext_cpu'
