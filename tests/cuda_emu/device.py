@@ -21,10 +21,32 @@ class Graph:
         self.replay = replay
 
 
-class CUDA:
+class _Plans:
+    """The plans and the counter, the same calls on both devices: each device names its plan
+    classes and where a counter lives."""
+
+    ema_plan_type = EMAPlan
+    pack_plan_type = PackPlan
+    counter_device = 'cpu'
+
+    def plan(self, *args, **kwargs):
+        return self.ema_plan_type(*args, backend='native', **kwargs)
+
+    def joint_plan(self, targets, src, mirror_src=()):
+        return self.ema_plan_type.joint(targets, src, mirror_src, backend='native')
+
+    def pack_plan(self, tensors):
+        return self.pack_plan_type(tensors, backend='native')
+
+    def counter(self, value=0):
+        return torch.tensor(value, dtype=torch.long, device=self.counter_device)
+
+
+class CUDA(_Plans):
     """A real GPU with minimm's native CUDA kernels."""
 
     name = 'cuda'
+    counter_device = 'cuda'
 
     def put(self, t):
         return t.to('cuda')
@@ -40,18 +62,6 @@ class CUDA:
 
     def unpack_(self, flats, tensors, scale):
         unpack_(flats, tensors, scale)
-
-    def plan(self, *args, **kwargs):
-        return EMAPlan(*args, backend='native', **kwargs)
-
-    def joint_plan(self, targets, src, mirror_src=()):
-        return EMAPlan.joint(targets, src, mirror_src, backend='native')
-
-    def pack_plan(self, tensors):
-        return PackPlan(tensors, backend='native')
-
-    def counter(self, value=0):
-        return torch.tensor(value, dtype=torch.long, device='cuda')
 
     @contextlib.contextmanager
     def capture(self):
@@ -80,10 +90,12 @@ class _EmulatedPackPlan(PackPlan):
             torch.classes.minimm_emu.Plans().pack_run(plan, True, float(scale))
 
 
-class Emulated:
+class Emulated(_Plans):
     """The emulated device: csrc/*.cu run as host code (tests/cuda_emu)."""
 
     name = 'emulated'
+    ema_plan_type = _EmulatedEMAPlan
+    pack_plan_type = _EmulatedPackPlan
 
     def put(self, t):
         return t.clone()
@@ -102,18 +114,6 @@ class Emulated:
 
     def unpack_(self, flats, tensors, scale):
         torch.ops.minimm_emu.unpack_(flats, tensors, float(scale))
-
-    def plan(self, *args, **kwargs):
-        return _EmulatedEMAPlan(*args, backend='native', **kwargs)
-
-    def joint_plan(self, targets, src, mirror_src=()):
-        return _EmulatedEMAPlan.joint(targets, src, mirror_src, backend='native')
-
-    def pack_plan(self, tensors):
-        return _EmulatedPackPlan(tensors, backend='native')
-
-    def counter(self, value=0):
-        return torch.tensor(value, dtype=torch.long)
 
     @contextlib.contextmanager
     def capture(self):
