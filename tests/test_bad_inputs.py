@@ -172,6 +172,21 @@ def test_a_config_file_with_numbers_as_strings_fails_before_training(tmp_path, c
     assert not any(name.endswith('.pth') for name in os.listdir(tmp_path / 'w'))
 
 
+@pytest.mark.parametrize('kwargs,message', [
+    (dict(default_hooks=dict(checkpoint=dict(interval=2))),
+     "default_hooks.checkpoint={'interval': 2}: a hook config must contain the key \"type\", "
+     "as in dict(type='CheckpointHook', ...) (an entry of default_hooks replaces the default"),
+    (dict(custom_hooks=[dict(type='EMAHook'), dict(priority='LOW')]),
+     "custom_hooks[1]={'priority': 'LOW'}: a hook config must contain the key \"type\""),
+])
+def test_a_hook_config_without_a_type_is_named_at_start(tmp_path, kwargs, message):
+    # Without the check the registry raised it while hooks were registered, naming neither key.
+    with pytest.raises(KeyError) as info:
+        toy_runner(tmp_path, max_=1, val=False, **kwargs)
+    assert message in info.value.args[0]
+    assert not [name for _, _, names in os.walk(tmp_path) for name in names]  # before any log
+
+
 # ------------------------------------------------------------------ checkpoints
 def test_testing_another_models_checkpoint_is_an_error_not_a_number(tmp_path):
     torch.save({'meta': {}, 'state_dict': {'fc.weight': torch.zeros(3, 3)}}, tmp_path / 'o.pth')

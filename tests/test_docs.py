@@ -324,8 +324,6 @@ def test_the_course_teaches_the_hook_names_and_the_priority_levels():
 MINIMM_MARK = {TUTORIALS: '**[minimm-only]**', ZH_CN: '**[仅 minimm]**'}
 MINIMM_ONLY = [line for line in Path(__file__).with_name('minimm_only_names.txt').read_text(
     encoding='utf-8').splitlines() if line and not line.startswith('#')]
-# Chapter 11 is being rewritten on another branch (post-hoc EMA), which marks its features there.
-MARKS_ELSEWHERE = {'11_ema.md'}
 
 
 def first_mentions(path: Path) -> List[Tuple[str, str]]:
@@ -339,8 +337,7 @@ def first_mentions(path: Path) -> List[Tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize('doc', [doc for doc in NUMBERED if doc.name not in MARKS_ELSEWHERE],
-                         ids=doc_id)
+@pytest.mark.parametrize('doc', NUMBERED, ids=doc_id)
 def test_minimm_only_features_carry_the_mark(doc):
     mark = MINIMM_MARK[doc.parent]
     assert mark in (doc.parent / 'README.md').read_text(encoding='utf-8')

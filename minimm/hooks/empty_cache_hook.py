@@ -3,8 +3,9 @@
 PyTorch keeps freed GPU memory in a cache for reuse; ``torch.cuda.empty_cache()`` releases it, so
 that other processes (or a memory reading such as ``nvidia-smi``) see it free. It does not make
 more memory available to this process, and calling it often costs time — hence the default:
-only after each epoch (train, val and test alike). Without CUDA the call does nothing.
-Same behaviour as MMEngine; left out: the MUSA device.
+only after each epoch (train, val and test alike). As in MMEngine, the hook asks
+``torch.cuda.is_available()`` first, so on a machine without CUDA it empties nothing.
+Left out: the MUSA device.
 """
 from typing import Optional, Sequence, Union
 
@@ -32,15 +33,21 @@ class EmptyCacheHook(Hook):
         self._do_after_epoch = after_epoch
         self._do_after_iter = after_iter
 
+    @staticmethod
+    def _empty_cache() -> None:
+        # MMEngine asks is_cuda_available() first too: without CUDA, nothing is emptied.
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def _before_epoch(self, runner, mode: str = 'train') -> None:
         if self._do_before_epoch:
-            torch.cuda.empty_cache()
+            self._empty_cache()
 
     def _after_epoch(self, runner, mode: str = 'train') -> None:
         if self._do_after_epoch:
-            torch.cuda.empty_cache()
+            self._empty_cache()
 
     def _after_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                     outputs: Optional[Union[Sequence, dict]] = None, mode: str = 'train') -> None:
         if self._do_after_iter:
-            torch.cuda.empty_cache()
+            self._empty_cache()

@@ -126,6 +126,17 @@ def _check_entry(entry, registry, where: str, default_type=None) -> None:
         check_arguments(cls, options, where)
 
 
+def _check_hook(hook, where: str, default_type: Optional[str] = None) -> None:
+    """A hook config must name its class: ``default_hooks`` entries replace the defaults whole
+    (as in MMEngine), so ``default_hooks.checkpoint.interval=x`` on a config without a
+    ``checkpoint`` entry gives a dict with no ``type``, which would fail late in the registry."""
+    if isinstance(hook, dict) and 'type' not in hook:
+        note = ' (an entry of default_hooks replaces the default whole)' if default_type else ''
+        raise KeyError(f'{where}={hook!r}: a hook config must contain the key "type", as in '
+                       f"dict(type='{default_type or 'MyHook'}', ...){note}")
+    _check_entry(hook, HOOKS, where)
+
+
 def _check_dataloader(loader, where: str) -> None:
     if not isinstance(loader, dict):
         return
@@ -143,9 +154,9 @@ def check_options(options: dict) -> None:
     for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         _check_dataloader(options[key], key)
     for key, hook in {**DEFAULT_HOOKS, **(options['default_hooks'] or {})}.items():
-        _check_entry(hook, HOOKS, f'default_hooks.{key}')
+        _check_hook(hook, f'default_hooks.{key}', DEFAULT_HOOKS.get(key, {}).get('type'))
     for index, hook in enumerate(options['custom_hooks'] or []):
-        _check_entry(hook, HOOKS, f'custom_hooks[{index}]')
+        _check_hook(hook, f'custom_hooks[{index}]')
     train_cfg = options['train_cfg']
     if isinstance(train_cfg, dict):
         default = 'EpochBasedTrainLoop' if train_cfg.get('by_epoch', True) else \
