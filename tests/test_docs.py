@@ -327,11 +327,17 @@ MINIMM_ONLY = [line for line in Path(__file__).with_name('minimm_only_names.txt'
 
 
 def first_mentions(path: Path) -> List[Tuple[str, str]]:
-    """(term, the prose paragraph of its first mention) for each minimm-only term ``path`` names."""
+    """(term, the prose paragraph of its first mention) for each minimm-only term ``path`` names.
+    A mark on a heading covers its section, so each paragraph is read with its heading."""
     paragraphs = re.split(r'\n\s*\n|\n(?=[|#*])', FENCED.sub('', path.read_text(encoding='utf-8')))
+    heading, with_headings = '', []
+    for paragraph in paragraphs:
+        if paragraph.lstrip('\n').startswith('#'):
+            heading = paragraph
+        with_headings.append(paragraph if paragraph == heading else heading + '\n' + paragraph)
     found = []
     for term in MINIMM_ONLY:
-        hits = [p for p in paragraphs if term in p]
+        hits = [p for p in with_headings if term in p]
         if hits:
             found.append((term, hits[0]))
     return found
