@@ -169,10 +169,13 @@ def _not_a_checkpoint(filename: str) -> Optional[str]:
     return f'it starts with {head!r}, not like a file written by torch.save'
 
 
-def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = False) -> dict:
+def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = False,
+                         mmap: bool = False) -> dict:
     """Read a checkpoint with ``weights_only=True`` (``trusted=True``: any pickle; only for files
     from a trusted source; MMEngine's and MMCV's own objects are read without importing them, see
-    ``mmengine_pickle.py``). Any failure is a ``CheckpointError`` naming the file and the reason."""
+    ``mmengine_pickle.py``). ``mmap=True`` maps the tensors' bytes instead of reading them, for a
+    caller that wants only the small entries. Any failure is a ``CheckpointError`` naming the file
+    and the reason."""
     if osp.isdir(filename):
         raise CheckpointError(f'{filename!r} is a directory, not a checkpoint file: name a file in '
                               'it, or resume=True (`--resume` without a path) to resume from the '
@@ -185,10 +188,11 @@ def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = Fals
     try:
         if trusted:
             checkpoint = mmengine_pickle.adopt(torch.load(
-                filename, map_location=map_location, weights_only=False,
+                filename, map_location=map_location, weights_only=False, mmap=mmap,
                 pickle_module=mmengine_pickle))
         else:
-            checkpoint = torch.load(filename, map_location=map_location, weights_only=True)
+            checkpoint = torch.load(filename, map_location=map_location, weights_only=True,
+                                    mmap=mmap)
     except pickle.UnpicklingError as e:
         needed = re.search(r'Unsupported global: GLOBAL (\S+)', str(e))
         if needed is None or trusted:

@@ -54,14 +54,15 @@ def combination(gammas, steps, gamma: float, step: float) -> np.ndarray:
 
 
 def read_snapshots(snapshot_dir: str) -> List[dict]:
-    """Every snapshot's ``path``, ``gamma``, ``step``, ``sigma_rel`` and ``iter``, by step."""
+    """Every snapshot's ``path``, ``gamma``, ``step``, ``sigma_rel`` and ``iter``, by step (the
+    files are mapped, not read: only the weights :func:`synthesize` combines are read)."""
     paths = sorted(glob.glob(osp.join(glob.escape(snapshot_dir), '*.pth')))
     if not paths:
         raise FileNotFoundError(f'synthesize: no snapshots (*.pth) in {snapshot_dir!r}; '
                                 'PostHocEMAHook writes them into <work_dir>/posthoc_ema')
     found = []
     for path in paths:
-        snapshot = load_checkpoint_file(path)
+        snapshot = load_checkpoint_file(path, mmap=True)
         if not {'gamma', 'step', 'state_dict'} <= set(snapshot):
             raise CheckpointError(f'{path} is not a PostHocEMAHook snapshot (no gamma/step)')
         found.append(dict(path=path, gamma=float(snapshot['gamma']), step=int(snapshot['step']),
