@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from .checkpoint import save_checkpoint
 from .hooks.posthoc_ema_hook import SNAPSHOT_DIR
+from .model.averaged_model import SIGMA_REL_MAX
 from .model.posthoc_ema import read_snapshots, synthesize
 
 
@@ -24,9 +25,9 @@ def _widths(text: str) -> List[float]:
         widths = [float(w) for w in text.split(',') if w.strip()]
     except ValueError:
         widths = []
-    if not widths or not all(0 < w < 0.3 for w in widths):
-        raise argparse.ArgumentTypeError(f'--sweep {text!r}: give widths in (0, 0.3) separated by '
-                                         'commas, e.g. 0.02,0.05,0.1,0.2')
+    if not widths or not all(0 < w < SIGMA_REL_MAX for w in widths):
+        raise argparse.ArgumentTypeError(f'--sweep {text!r}: give widths in (0, {SIGMA_REL_MAX}) '
+                                         'separated by commas, e.g. 0.02,0.05,0.1,0.2')
     return widths
 
 
