@@ -9,9 +9,9 @@ from typing import List, Set
 
 import pytest
 
+from test_docs import FENCED, INLINE_CODE
+
 REPO = Path(__file__).resolve().parent.parent
-FENCED = re.compile(r'^```.*?^```[ \t]*$', re.DOTALL | re.MULTILINE)
-INLINE_CODE = re.compile(r'`[^`\n]*`')
 LINK = re.compile(r'\]\(([^)\s]+)\)')
 HEADING = re.compile(r'^#{1,6} (.*)$', re.MULTILINE)
 DOCS = [REPO / 'README.md'] + sorted(p for p in (REPO / 'tutorials').rglob('*.md')
