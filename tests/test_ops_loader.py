@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -90,6 +91,29 @@ def test_a_build_runs_the_ninja_package_binary_whatever_the_path(monkeypatch, tm
     assert used == [os.path.join(ninja.BIN_DIR, 'ninja')]
     assert 'minimm: compiling the native ops' in capsys.readouterr().out  # a build always says so
     assert shutil.which('ninja') == str(decoy / 'ninja')  # PATH is given back
+
+
+def test_a_build_prints_progress_lines_the_docs_drop(monkeypatch, tmp_path, capsys):
+    """The compiler is silent until it is done (minutes on a busy machine): the build prints a
+    line every PROGRESS_INTERVAL_S meanwhile, each starting as tests/test_docs.py's mask rule
+    expects, so no tutorial's shown output depends on whether its run compiled."""
+    monkeypatch.setenv('TORCH_EXTENSIONS_DIR', str(tmp_path))
+    monkeypatch.setattr(loader, 'PROGRESS_INTERVAL_S', 0.01)
+    printed = []
+
+    def slow_build(**kwargs):  # returns once a progress line is out (or after 60 s)
+        deadline = time.monotonic() + 60
+        while 'still compiling' not in ''.join(printed) and time.monotonic() < deadline:
+            printed.append(capsys.readouterr().out)
+            time.sleep(0.01)
+
+    cpp_extension = loader._import_cpp_extension()
+    monkeypatch.setattr(cpp_extension, 'load', slow_build)
+    loader._jit_build(with_cuda=False)
+    lines = ''.join(printed + [capsys.readouterr().out]).splitlines()
+    assert 'minutes on a busy machine' in lines[0]
+    assert any('still compiling' in line for line in lines[1:]), lines
+    assert all(line.startswith('minimm: compiling the native ops') for line in lines), lines
 
 
 def test_a_cached_build_is_loaded_without_ninja_or_a_compiler(monkeypatch, tmp_path, capsys):

@@ -191,6 +191,34 @@ def _package_ninja_first():
         os.environ['PATH'] = path
 
 
+# Every line the build prints starts with this (tests/test_docs.py drops such lines from what a
+# tutorial shows: only the run that compiles prints them).
+BUILD_NOTICE = 'minimm: compiling the native ops'
+PROGRESS_INTERVAL_S = 15.0
+
+
+@contextlib.contextmanager
+def _progress_lines(interval: float):
+    """Print a line every ``interval`` seconds until the block ends. The compiler says nothing
+    until it is done, and on a busy machine that took 2 to 4 minutes: a silent terminal for that
+    long looks like a hang."""
+    done = threading.Event()
+    start = time.perf_counter()
+
+    def report():
+        while not done.wait(interval):
+            print(f'{BUILD_NOTICE}: still compiling, {time.perf_counter() - start:.0f} s so far',
+                  flush=True)
+
+    thread = threading.Thread(target=report, name='minimm-build-progress', daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def _jit_build(with_cuda: bool) -> str:
     """Load the cached extension when its build key matches, else compile it; returns the build
     directory."""
@@ -214,10 +242,11 @@ def _jit_build(with_cuda: bool) -> str:
             raise RuntimeError('ninja is not installed (pip install ninja)')
         why = ('no cached build' if not os.path.exists(library)
                else 'sources, flags or torch changed')
-        print(f'minimm: compiling the native ops into {directory} ({why}; this takes 10-20 seconds'
-              f'{", more with CUDA" if with_cuda else ""})', flush=True)
-        cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda,
-                           is_python_module=False, verbose=False, **settings)
+        print(f'{BUILD_NOTICE} into {directory} ({why}; once: about 15 s on 2 idle cores, '
+              f'minutes on a busy machine{" or with CUDA" if with_cuda else ""})', flush=True)
+        with _progress_lines(PROGRESS_INTERVAL_S):
+            cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda,
+                               is_python_module=False, verbose=False, **settings)
     # Written whole and then renamed, so another process never reads half a key.
     partial = f'{key_file}.{os.getpid()}'
     with open(partial, 'w') as f:
