@@ -2,8 +2,10 @@
 each line as written, from a folder where ``minimm/configs/...`` resolves as in a checkout, on an
 install without the optional extras (matplotlib and tensorboard cannot be imported), so a line
 that needs one must say which ``pip install`` it needs. ``minimm`` runs as ``python -m minimm``
-and ``torchrun`` as ``python -m torch.distributed.run``; a line of alternatives
-(``bench overhead|ema|...``) runs each of them with ``--help``, as its comment says.
+and ``torchrun`` as ``python -m torch.distributed.run`` with this interpreter, which stands for
+the block's first line (``. .venv/bin/activate``); each ``minimm bench NAME`` line runs with
+``--help``, as its comment says (the benchmarks themselves run in tests/test_bench.py). The block
+pastes into a shell as it is (issue 39): one command a line, no ``|`` between alternatives.
 """
 import os
 import os.path as osp
@@ -19,25 +21,39 @@ REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 EXTRAS = ('matplotlib', 'tensorboard')
 
 
-def readme_commands():
+ACTIVATE = '. .venv/bin/activate'
+
+
+def readme_block():
+    """The lines of the command block, comments dropped (a comment follows a space and '#')."""
     with open(osp.join(REPO, 'README.md'), encoding='utf-8') as f:
         text = f.read()
     section = text[text.index('## The command line'):]
     start = section.index('```bash\n') + len('```bash\n')
     block = section[start:section.index('```', start)]
+    lines = [re.split(r'\s#', line)[0].strip() for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith('#')]
+
+
+def readme_commands():
+    """The block's commands as argument lists, the activation line left out (see above)."""
     commands = []
-    for line in block.splitlines():
-        line = re.split(r'\s#', line)[0].strip()  # a comment follows a space and '#'
-        if not line or line.startswith('#'):
+    for line in readme_block():
+        if line == ACTIVATE:
             continue
         words = shlex.split(line)
-        alternatives = [i for i, word in enumerate(words) if '|' in word]
-        if alternatives:
-            i = alternatives[0]
-            commands += [words[:i] + [choice, '--help'] for choice in words[i].split('|')]
-        else:
-            commands.append(words)
+        commands.append(words + ['--help'] if words[:2] == ['minimm', 'bench'] else words)
     return commands
+
+
+def test_the_readme_command_block_pastes_into_a_shell():
+    from minimm.cli import BENCHMARKS
+    lines = readme_block()
+    assert lines[0] == ACTIVATE, 'bare `minimm` lines need the virtual environment active first'
+    assert '-m venv .venv &&' in open(osp.join(REPO, 'README.md'), encoding='utf-8').read()
+    assert not [line for line in lines if '|' in line], 'a | is a shell pipe, not "one of"'
+    benches = [shlex.split(line)[2:] for line in lines if line.startswith('minimm bench')]
+    assert sorted(benches) == sorted([name] for name in BENCHMARKS), benches
 
 
 def _free_port():
