@@ -203,7 +203,7 @@ def command_line(argv: Optional[List[str]] = None) -> int:
             print('(the traceback: --verbose, or the log file of the run)', file=sys.stderr)
         return 1
     finally:
-        show_details(True)
+        show_details(False)
     return 0
 
 
@@ -247,7 +247,13 @@ def main(argv: Optional[List[str]] = None) -> None:
                                        '`minimm posthoc-ema --help`')
 
     args = parser.parse_args(argv)
-    {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}[args.command](args)
+    # main() from a script honours --verbose too (command_line has taken it out of argv).
+    before = show_details(True) if getattr(args, 'verbose', False) else None
+    try:
+        {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}[args.command](args)
+    finally:
+        if before is not None:
+            show_details(before)
 
 
 if __name__ == '__main__':

@@ -15,14 +15,16 @@ import difflib
 import warnings
 from typing import Iterable, Optional
 
-# What MMEngine 0.10's Runner.from_cfg and tools/train.py read, and minimm's own profile_hooks.
+# What MMEngine 0.10's Runner.from_cfg and tools/train.py read, and minimm's own profile_hooks
+# and verbose.
 RUNNER_KEYS = frozenset((
     'model', 'work_dir', 'train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg',
     'val_cfg', 'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator',
     'test_evaluator', 'default_hooks', 'custom_hooks', 'data_preprocessor', 'load_from',
     'resume', 'launcher', 'env_cfg', 'log_processor', 'log_level', 'visualizer',
     'default_scope', 'randomness', 'experiment_name', 'model_wrapper_cfg', 'sync_bn',
-    'find_unused_parameters', 'compile', 'runner_type', 'custom_imports', 'profile_hooks'))
+    'find_unused_parameters', 'compile', 'runner_type', 'custom_imports', 'profile_hooks',
+    'verbose'))
 
 # What an MMCV 1.x config gives ``minimm.mmcv.train`` (MMDetection 2.x's train_detector).
 MMCV_KEYS = frozenset((

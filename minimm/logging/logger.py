@@ -25,15 +25,20 @@ LOG_FORMAT = '%(asctime)s - %(name)s - %(levelname)s - %(message)s'
 
 # A line logged with ``extra=DETAIL`` (the config dump, the hook table: long, and read when
 # something needs looking into) goes to the log file always, and to the console only while
-# ``show_details(True)``, the default (so a script or tutorial prints what MMEngine's does).
-# ``minimm train``/``test``/``demo`` show them on the terminal with ``--verbose`` only.
+# ``show_details(True)``. MMEngine logs both at INFO, so its console opens every run with them
+# (53 lines for the demo) before the first training line; minimm keeps the console for the
+# training and prints them on request: ``--verbose`` on the command line, ``Runner(...,
+# verbose=True)``, or ``show_details(True)`` (the classic MMCV runner too).
 DETAIL = {'minimm_detail': True}
-_console_shows_details = [True]
+_console_shows_details = [False]
 
 
-def show_details(show: bool) -> None:
-    """Whether the console prints the lines logged with ``extra=DETAIL``."""
+def show_details(show: bool) -> bool:
+    """Whether the console prints the lines logged with ``extra=DETAIL``; returns the setting it
+    replaces (to put back)."""
+    before = _console_shows_details[0]
     _console_shows_details[0] = show
+    return before
 
 
 def _not_a_hidden_detail(record: logging.LogRecord) -> bool:

@@ -37,7 +37,7 @@ from .log_buffer import LogBuffer
 from .parallel import is_module_wrapper
 from .priority import Priority, get_priority
 from .registry import build_from_cfg
-from .utils import get_host_info, get_time_str, symlink
+from .utils import DETAIL, get_host_info, get_time_str, symlink
 
 # priority value -> its name, for get_hook_info ('VERY_HIGH'); other values print as numbers
 _PRIORITY_NAMES = {level.value: level.name for level in Priority}
@@ -221,7 +221,7 @@ class BaseRunner(metaclass=ABCMeta):
         self.logger.info('Start running, host: %s, work_dir: %s', get_host_info(),
                          self.work_dir or 'NONE')
         self.logger.info('Hooks will be executed in the following order:\n%s',
-                         self.get_hook_info())
+                         self.get_hook_info(), extra=DETAIL)  # the console: on request
         self.logger.info(f'workflow: %s, max: %d {unit}', workflow, max_count)
 
     def _record_outputs(self, outputs, step_name):

@@ -25,7 +25,6 @@ from torch.utils.data import DataLoader
 from ..dataset import build_dataloader
 from ..evaluator import Evaluator
 from ..logging import LogProcessor, MessageHub, MMLogger, Visualizer
-from ..logging.logger import DETAIL
 from ..model import (MMDistributedDataParallel, convert_sync_batchnorm, is_model_wrapper,
                      revert_sync_batchnorm)
 from ..optim import OptimWrapper, build_optim_wrapper
@@ -115,7 +114,7 @@ class BuildMixin:
         if not self.distributed:
             self.logger.info('Distributed training is not used, all SyncBatchNorm (SyncBN) '
                              'layers in the model will be automatically reverted to BatchNormXd '
-                             'layers if they are used.', extra=DETAIL)
+                             'layers if they are used.', extra=self._details)
             return revert_sync_batchnorm(model)
         if self.cfg.get('sync_bn') is not None:
             model = convert_sync_batchnorm(model, self.cfg.get('sync_bn'))

@@ -19,10 +19,10 @@ The Runner's other ideas each have their own file, mixed into the class here:
 ``default_scope`` is MMEngine's: it names the package whose child registries every build looks
 in first (``registry/default_scope.py``).
 
-Left out compared with MMEngine: strategies (FSDP/DeepSpeed), ``OptimWrapperDict``
-(several optimizers), ``compile`` and activation checkpointing. Different: most attributes that
-MMEngine exposes as read-only properties without computing anything (``work_dir``, ``seed``,
-``rank``...) are plain attributes here; ``experiment_name`` and ``log_dir`` keep MMEngine's
+Left out compared with MMEngine: strategies (FSDP/DeepSpeed), ``OptimWrapperDict`` (several
+optimizers), ``compile`` and activation checkpointing. Different: most attributes that MMEngine
+exposes as read-only properties without computing anything (``work_dir``, ``seed``, ``rank``...)
+are plain attributes here; ``experiment_name`` and ``log_dir`` keep MMEngine's
 ``_experiment_name``/``_log_dir`` behind them, because code outside the Runner uses those.
 """
 import contextlib
@@ -94,6 +94,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         auto_scale_lr: ``dict(enable=True, base_batch_size=16)`` scales the lr (``scale_lr``).
         randomness: ``dict(seed=..., deterministic=False, diff_rank_seed=False)``.
         profile_hooks: time every hook call and print a table at the end of the run.
+        verbose: print the config dump and the hook table (always in the log file) on the console.
     """
 
     def __init__(self, model: Union[nn.Module, dict], work_dir: str,
@@ -113,14 +114,11 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  log_level: str = 'INFO', visualizer: Union[Visualizer, dict, None] = None,
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
-                 profile_hooks: bool = False):
+                 profile_hooks: bool = False, verbose: bool = False):
         self.work_dir = make_work_dir(work_dir)
-        if cfg is None:
-            self.cfg = Config(dict())
-        elif isinstance(cfg, Config):
-            self.cfg = copy.deepcopy(cfg)
-        else:
-            self.cfg = Config(copy.deepcopy(cfg))
+        self._details = None if verbose else DETAIL   # how the long startup lines are logged
+        self.cfg = (copy.deepcopy(cfg) if isinstance(cfg, Config)
+                    else Config(copy.deepcopy(cfg or {})))   # a copy: the caller's stays as it was
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
@@ -182,7 +180,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         warn_duplicate_hooks(default_hooks, custom_hooks, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
-                         extra=DETAIL)
+                         extra=self._details)
         self._dump_config()
 
     @classmethod
@@ -389,7 +387,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                          f'rank {self.rank}/{self.world_size}, seed {self.seed}')
         self.logger.info(f'native ops: {backend_words()}')
         if self.cfg:
-            self.logger.info(f'Config:\n{self.cfg.pretty_text}', extra=DETAIL)
+            self.logger.info(f'Config:\n{self.cfg.pretty_text}', extra=self._details)
 
     @master_only
     def _dump_config(self) -> None:
