@@ -242,7 +242,7 @@ def _jit_build(with_cuda: bool) -> str:
             raise RuntimeError('ninja is not installed (pip install ninja)')
         why = ('no cached build' if not os.path.exists(library)
                else 'sources, flags or torch changed')
-        print(f'{BUILD_NOTICE} into {directory} ({why}; once: about 15 s on 2 idle cores, '
+        print(f'{BUILD_NOTICE} into {directory} ({why}; once: about 30 s on 2 idle cores, '
               f'minutes on a busy machine{" or with CUDA" if with_cuda else ""})', flush=True)
         with _progress_lines(PROGRESS_INTERVAL_S):
             cpp_extension.load(name=name, build_directory=directory, with_cuda=with_cuda,
