@@ -75,7 +75,7 @@ def test_get_hooks_info_format(tmp_path):
     blocks = info.split('\n -------------------- ')
     assert blocks[0] == ('before_run:\n'
                          f'({"VERY_HIGH":<12}) {"RuntimeInfoHook":<35}\n'
-                         f'({"NORMAL-1":<12}) {"NamedHook":<35}\n'  # MMEngine: (49)
+                         f'({"49":<12}) {"NamedHook":<35}\n'  # as MMEngine shows it
                          f'({"BELOW_NORMAL":<12}) {"LoggerHook":<35}')
     stages = [b.strip().split(':')[0] for b in blocks if b.strip()]
     assert stages == [s for s in Hook.stages if s in stages]   # Hook.stages order

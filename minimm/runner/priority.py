@@ -45,11 +45,11 @@ def get_priority(priority: Union[int, str, Priority]) -> int:
 
 
 def priority_name(priority: Union[int, str, Priority]) -> str:
-    """How ``get_hooks_info`` shows a priority: a name as it was written (``'lowest'`` stays
-    lowercase), else the level name of the number (``'NORMAL'`` for 50), as MMEngine does; else
-    the next level down minus the difference (``'NORMAL-1'`` for 49: MMEngine shows ``'49'``)."""
+    """How ``get_hooks_info`` shows a priority, as MMEngine shows it: a name as it was written
+    (``'lowest'`` stays lowercase), the level's name for a number that is a level (``'NORMAL'``
+    for 50), and the number itself between levels (``'49'``)."""
     if isinstance(priority, str):
         return priority
     value = get_priority(priority)
-    level = min((level for level in Priority if level.value >= value), key=lambda p: p.value)
-    return level.name if level.value == value else f'{level.name}-{level.value - value}'
+    levels = {level.value: level.name for level in Priority}
+    return levels.get(value, str(value))

@@ -1,0 +1,284 @@
+"""What the course says about MMEngine, checked on MMEngine itself.
+
+The course promises that everything it does not mark **[minimm-only]** transfers, and where it
+says "MMEngine does X" a learner takes it as a fact. Each claim below is three things:
+
+* ``says`` — the words a chapter uses (white space folded). Checked always: a chapter that stops
+  saying it fails here, so a claim and its check cannot drift apart unnoticed;
+* ``mmengine`` — a snippet that sets ``result``, run against real MMEngine 0.10.7 when it is
+  importable (as the peer suites, it is not installed by the test command: this part is skipped
+  then; ``pip install mmengine==0.10.7`` into a side folder and put it on ``PYTHONPATH`` to run it);
+* ``minimm`` — what minimm does at the same place (the same, or the marked difference), always run.
+
+The snippets of one library run together in one subprocess (importing MMEngine takes seconds).
+"""
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, NamedTuple, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RESULT = '\x1e claim result \x1e'
+
+
+class Claim(NamedTuple):
+    chapter: str
+    says: str
+    mmengine: str
+    expected_mmengine: object
+    minimm: Optional[str] = None
+    expected_minimm: object = None
+
+
+# A model that is never trained: the Runner needs one to be built.
+MODEL = """
+class M(BaseModel):
+    def forward(self, inputs=None, data_samples=None, mode='tensor'):
+        return inputs
+"""
+
+CLAIMS: Dict[str, Claim] = {
+    # First: it is about what an import has not done yet, and the snippets share one interpreter.
+    'the root registries have no locations': Claim(
+        '10_registry.md', "`'CheckpointHook' in HOOKS` is `False` there until something imports",
+        """
+from mmengine.registry import HOOKS
+result = 'CheckpointHook' in HOOKS
+""", False,
+        """
+from minimm.registry import HOOKS
+result = 'CheckpointHook' in HOOKS
+""", True),
+    'a mistyped CheckpointHook argument builds': Claim(
+        '10_registry.md', "MMEngine's `CheckpointHook` takes `**kwargs`",
+        """
+import mmengine.hooks
+from mmengine.registry import HOOKS
+result = HOOKS.build(dict(type='CheckpointHook', intervall=1)).args
+""", {'intervall': 1},
+        """
+from minimm.registry import HOOKS
+try:
+    HOOKS.build(dict(type='CheckpointHook', intervall=1))
+    result = 'built'
+except TypeError:
+    result = 'TypeError'
+""", 'TypeError'),
+    'the "already registered" message': Claim(
+        '10_registry.md', "MMEngine's message ends at `__main__`",
+        """
+from mmengine.registry import Registry
+TRANSFORMS = Registry('transform')
+TRANSFORMS.register_module(module=type('Scale', (), {}))
+try:
+    TRANSFORMS.register_module(module=type('Scale', (), {}))
+except KeyError as e:
+    result = e.args[0]
+""", 'Scale is already registered in transform at __main__',
+        """
+from minimm.registry import Registry
+TRANSFORMS = Registry('transform')
+TRANSFORMS.register_module(module=type('Scale', (), {}))
+try:
+    TRANSFORMS.register_module(module=type('Scale', (), {}))
+except KeyError as e:
+    result = e.args[0]
+""", 'Scale is already registered in transform at __main__; pass force=True to replace it'),
+    'print(registry) draws a table': Claim(
+        '10_registry.md', 'where MMEngine draws a table of names and classes',
+        """
+from mmengine.registry import Registry
+shown = str(Registry('transform'))
+result = 'Names' in shown and 'Objects' in shown
+""", True,
+        """
+from minimm.registry import Registry
+result = str(Registry('transform')).startswith('Registry of transform')
+""", True),
+    'an unknown priority name': Claim(
+        '06_hooks_and_priority.md', "its `KeyError` holds just the name (`'BOGUS'`)",
+        """
+from mmengine.runner import get_priority
+try:
+    get_priority('BOGUS')
+except KeyError as e:
+    result = list(e.args)
+""", ['BOGUS'],
+        """
+from minimm.runner import get_priority
+try:
+    get_priority('BOGUS')
+except KeyError as e:
+    result = e.args[0].startswith("unknown priority 'BOGUS'; use one of")
+""", True),
+    'a priority between the levels is shown as its number': Claim(
+        '06_hooks_and_priority.md', '(49          ) Named',
+        """
+import tempfile
+from mmengine.hooks import Hook
+from mmengine.model import BaseModel
+from mmengine.runner import Runner
+""" + MODEL + """
+class Named(Hook):
+    def before_run(self, runner):
+        pass
+runner = Runner(model=M(), work_dir=tempfile.mkdtemp())
+runner.register_hook(Named(), priority=49)
+result = [line.strip() for line in runner.get_hooks_info().splitlines() if 'Named' in line]
+""", ['(49          ) Named'],
+        """
+import tempfile
+from minimm.hooks import Hook
+from minimm.model import BaseModel
+from minimm.runner import Runner
+""" + MODEL + """
+class Named(Hook):
+    def before_run(self, runner):
+        pass
+runner = Runner(model=M(), work_dir=tempfile.mkdtemp())
+runner.register_hook(Named(), priority=49)
+result = [line.strip() for line in runner.get_hooks_info().splitlines() if 'Named' in line]
+""", ['(49          ) Named']),
+    'resume=True in a new work dir is not silent': Claim(
+        '08_checkpoints_and_resume.md',
+        'prints `Did not find last_checkpoint to be resumed.` and `Auto resumed from the latest '
+        'checkpoint None.`, and trains from scratch',
+        """
+import contextlib
+import io
+import logging
+import tempfile
+from mmengine.model import BaseModel
+from mmengine.runner import Runner
+""" + MODEL + """
+runner = Runner(model=M(), work_dir=tempfile.mkdtemp(), resume=True)
+logged, printed = [], io.StringIO()
+catcher = logging.Handler()
+catcher.emit = lambda record: logged.append(record.getMessage())
+runner.logger.addHandler(catcher)
+with contextlib.redirect_stdout(printed):     # one of the two is a plain print
+    runner.load_or_resume()
+result = sorted(printed.getvalue().splitlines() + logged)
+""", ['Auto resumed from the latest checkpoint None.',
+      'Did not find last_checkpoint to be resumed.']),
+    'MMEngine cannot read its own checkpoints on PyTorch >= 2.6': Claim(
+        '08_checkpoints_and_resume.md', 'MMEngine cannot read its own checkpoints',
+        """
+import os
+import tempfile
+import torch
+from mmengine.logging import MessageHub
+from mmengine.runner.checkpoint import _load_checkpoint
+hub = MessageHub.get_instance('claims')
+hub.update_scalar('train/loss', 0.5)
+path = os.path.join(tempfile.mkdtemp(), 'epoch_1.pth')
+torch.save(dict(message_hub=hub.state_dict()), path)
+try:
+    _load_checkpoint(path)
+    result = 'loaded'
+except Exception as e:
+    result = type(e).__name__
+""", 'UnpicklingError',
+        """
+import os
+import tempfile
+import torch
+from minimm.logging import MessageHub
+hub = MessageHub.get_instance('claims')
+hub.update_scalar('train/loss', 0.5)
+path = os.path.join(tempfile.mkdtemp(), 'epoch_1.pth')
+torch.save(dict(message_hub=hub.state_dict()), path)
+result = sorted(torch.load(path, weights_only=True))
+""", ['message_hub']),
+    "RuntimeInfoHook reads the loss at every iteration": Claim(
+        '12_builtin_hooks.md', "MMEngine's `RuntimeInfoHook` reads the loss at every iteration",
+        """
+from types import SimpleNamespace
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from mmengine.hooks import RuntimeInfoHook
+from mmengine.logging import MessageHub
+class Reads(TorchDispatchMode):
+    count = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        Reads.count += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+runner = SimpleNamespace(message_hub=MessageHub.get_instance('claims'))
+with Reads():
+    RuntimeInfoHook().after_train_iter(runner, 0, None, dict(loss=torch.tensor(0.5)))
+result = Reads.count
+""", 1,
+        """
+from types import SimpleNamespace
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from minimm.hooks import RuntimeInfoHook
+from minimm.logging import MessageHub
+class Reads(TorchDispatchMode):
+    count = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        Reads.count += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+runner = SimpleNamespace(message_hub=MessageHub.get_instance('claims'))
+with Reads():
+    RuntimeInfoHook().after_train_iter(runner, 0, None, dict(loss=torch.tensor(0.5)))
+result = Reads.count
+""", 0),
+}
+
+
+def run_snippets(snippets: Dict[str, str]) -> Dict[str, object]:
+    """Run each snippet in one fresh interpreter, each in its own namespace; ``result`` of each."""
+    program = ['import json, sys, textwrap', 'results = {}']
+    for name, code in snippets.items():
+        program.append(f'namespace = {{"__name__": "__main__"}}\n'
+                       f'exec(textwrap.dedent({code!r}), namespace)\n'
+                       f'results[{name!r}] = namespace["result"]')
+    program.append(f'print({RESULT!r} + json.dumps(results))')
+    done = subprocess.run([sys.executable, '-c', '\n'.join(program)], cwd=REPO, timeout=300,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.split(RESULT)[-1])
+
+
+def fold(text: str) -> str:
+    return re.sub(r'\s+', ' ', text)
+
+
+@pytest.mark.parametrize('name', CLAIMS)
+def test_the_chapter_still_says_it(name):
+    claim = CLAIMS[name]
+    chapter = (REPO / 'tutorials' / claim.chapter).read_text(encoding='utf-8')
+    assert fold(claim.says) in fold(chapter), f'{claim.chapter} no longer says: {claim.says}'
+
+
+@pytest.fixture(scope='module')
+def minimm_results():
+    return run_snippets({name: c.minimm for name, c in CLAIMS.items() if c.minimm})
+
+
+@pytest.fixture(scope='module')
+def mmengine_results():
+    spec = importlib.util.find_spec('mmengine')
+    if spec is None:
+        pytest.skip('MMEngine 0.10.7 is not installed (optional, as for the peer suites)')
+    version = subprocess.run([sys.executable, '-c', 'import mmengine; print(mmengine.__version__)'],
+                             capture_output=True, text=True).stdout.strip()
+    if version != '0.10.7':
+        pytest.skip(f'the claims are about MMEngine 0.10.7; this is {version or "not MMEngine"}')
+    return run_snippets({name: c.mmengine for name, c in CLAIMS.items()})
+
+
+@pytest.mark.parametrize('name', [n for n, c in CLAIMS.items() if c.minimm])
+def test_what_minimm_does(name, minimm_results):
+    assert minimm_results[name] == CLAIMS[name].expected_minimm
+
+
+@pytest.mark.parametrize('name', CLAIMS)
+def test_what_mmengine_does(name, mmengine_results):
+    assert mmengine_results[name] == CLAIMS[name].expected_mmengine
