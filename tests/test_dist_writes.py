@@ -9,12 +9,9 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 
 from dist_utils import audited_train
-
-pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,0 +1,106 @@
+"""Every rank agrees, on 2 gloo processes training the demo config: the EMA copy's every tensor is
+the same on both ranks after training (SyncBuffersHook syncs the copy's BatchNorm statistics with
+the model's), the checkpoint's ``state_dict`` is what the last validation used, the agreement
+check stays quiet then and names a disagreement a test hook plants; and a checkpoint written by 2
+processes, resumed by 1, says what changes.
+"""
+import glob
+import os
+import time
+
+import pytest
+import torch
+
+from dist_utils import run_distributed
+
+pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_ema.py')
+
+
+def _runner(work_dir, max_epochs, extra_hooks=(), launcher='pytorch', resume=False):
+    from minimm.config import Config
+    from minimm.runner import Runner
+    cfg = Config.fromfile(CONFIG)
+    cfg.work_dir, cfg.launcher, cfg.resume = str(work_dir), launcher, resume
+    cfg.train_cfg.max_epochs = max_epochs
+    cfg.env_cfg = dict(dist_cfg=dict(backend='gloo'))
+    cfg.custom_hooks = list(cfg.custom_hooks) + [dict(type='SyncBuffersHook')] + list(extra_hooks)
+    return Runner.from_cfg(cfg)
+
+
+def _train_two_ranks(rank, work_dir, planted_dir):
+    from minimm.checkpoint import unwrap_model
+    from minimm.hooks import EMAHook, Hook
+    from minimm.hooks.agreement_check import check_agreement, replicated_tensors
+
+    class RecordWhatValidationUses(Hook):
+        priority = 'LOW'  # after EMAHook swapped the average in and SyncBuffersHook synced
+
+        def before_val_epoch(self, runner):
+            self.seen = {k: v.detach().clone()
+                         for k, v in unwrap_model(runner.model).state_dict().items()}
+
+    runner = _runner(work_dir, 2, [RecordWhatValidationUses()])
+    runner.train()
+    (ema_hook, ) = [h for h in runner.hooks if isinstance(h, EMAHook)]
+    (recorder, ) = [h for h in runner.hooks if isinstance(h, RecordWhatValidationUses)]
+    start = time.perf_counter()
+    check_agreement(runner, 'error')
+    check_seconds = time.perf_counter() - start
+    out = dict(ema={k: v.detach().clone() for k, v in ema_hook.ema_model.state_dict().items()},
+               val=recorder.seen, check_seconds=check_seconds,
+               checked=len(replicated_tensors(runner)))
+
+    class PlantDisagreement(Hook):
+        priority = 'HIGHEST'
+
+        def after_train_epoch(self, runner):
+            if runner.rank == 1:
+                with torch.no_grad():
+                    unwrap_model(runner.model).head.bias[0] += 1
+
+    runner = _runner(planted_dir, 1, [PlantDisagreement()])
+    (ckpt_hook, ) = [h for h in runner.hooks if type(h).__name__ == 'CheckpointHook']
+    ckpt_hook.agreement_check = 'error'
+    try:
+        runner.train()
+        out['planted'] = None
+    except RuntimeError as error:
+        out['planted'] = str(error)
+    return out
+
+
+def test_ranks_agree_on_the_ema_and_the_checkpoint_and_a_planted_disagreement_is_named(tmp_path):
+    work_dir = tmp_path / 'work'
+    rank0, rank1 = run_distributed(_train_two_ranks, tmp_path, str(work_dir),
+                                   str(tmp_path / 'planted'))
+    # Every tensor of the EMA copy (averaged weights, BatchNorm statistics, counters) agrees.
+    assert rank0['ema'].keys() == rank1['ema'].keys() and len(rank0['ema']) > 10
+    differ = [k for k in rank0['ema'] if not torch.equal(rank0['ema'][k], rank1['ema'][k])]
+    assert differ == []
+    # The checkpoint's state_dict (the EMA weights, to deploy) is what validation used.
+    saved = torch.load(work_dir / 'epoch_2.pth', weights_only=True)
+    assert saved['meta']['world_size'] == 2
+    assert saved['state_dict'].keys() == rank0['val'].keys()
+    assert all(torch.equal(saved['state_dict'][k], rank0['val'][k]) for k in rank0['val'])
+    # No false alarm on a run whose ranks agree...
+    (log_file, ) = glob.glob(str(work_dir / '*' / '*.log'))
+    with open(log_file) as f:
+        assert 'ranks disagree' not in f.read()
+    print(f"agreement check: {rank0['checked']} tensors, {rank0['check_seconds'] * 1e3:.1f} ms")
+    # ... and the planted one is named, with its rank, on both ranks.
+    for seen in (rank0['planted'], rank1['planted']):
+        assert seen is not None and '1 tensor(s) differ' in seen
+        assert 'model.head.bias on rank(s) [1]' in seen
+    assert not (tmp_path / 'planted' / 'epoch_1.pth').exists()  # 'error' stops before writing
+
+    # Resumed by 1 process: one line says what changes, and the run goes on.
+    runner = _runner(work_dir, 2, launcher='none', resume=True)
+    runner.train()
+    with open(runner.logger.log_file) as f:
+        lines = [line for line in f if 'World size changed' in line]
+    assert len(lines) == 1
+    assert 'written by 2 process(es), this run has 1' in lines[0]
+    assert 'an epoch is now 45 iterations (was 23)' in lines[0]
