@@ -61,8 +61,9 @@ def torchrun_train(config: str, work_dir, cfg_options, cwd, nproc: int = 2, env=
                '--work-dir', str(work_dir), '--cfg-options', *cfg_options]
     # The reference ops (same numbers): the test is about the launch, not the native build, which
     # fresh processes would otherwise wait for when the extension cache is stale.
-    env = dict(os.environ, OMP_NUM_THREADS='1', MINIMM_NO_EXT='1', **dict(PYTHONPATH=repo,
-                                                                          **(env or {})))
+    extra = dict(PYTHONPATH=repo)
+    extra.update(env or {})
+    env = dict(os.environ, OMP_NUM_THREADS='1', MINIMM_NO_EXT='1', **extra)
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 

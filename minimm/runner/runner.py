@@ -88,8 +88,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             for trusted files: unpickling can run code).
         resume: ``True`` to resume from ``load_from`` or else the latest checkpoint in
             ``work_dir``; or a checkpoint path.
-        launcher: ``'none'``, ``'pytorch'`` (under ``torchrun``), ``'slurm'`` (``srun``) or
-            ``'mpi'`` (``mpirun``).
+        launcher: ``'none'``, ``'pytorch'`` (torchrun), ``'slurm'`` (srun) or ``'mpi'``.
         log_processor / visualizer: LOG_PROCESSORS / VISUALIZERS configs (``type`` optional).
         default_scope: the package whose registries builds use first (``'mmdet'``...).
         auto_scale_lr: ``dict(enable=True, base_batch_size=16)`` scales the lr (``scale_lr``).
@@ -115,7 +114,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
                  profile_hooks: bool = False):
-        self.work_dir = make_work_dir(work_dir, create=False)  # by rank 0, in _claim_work_dir
+        # Several processes: made by rank 0 alone, in _claim_work_dir.
+        self.work_dir = make_work_dir(work_dir, create=launcher == 'none')
         if cfg is None:
             self.cfg = Config(dict())
         elif isinstance(cfg, Config):
@@ -289,8 +289,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         """Start the process group for a launcher other than 'none'; ``env_cfg.cudnn_benchmark``.
         (``env_cfg.mp_cfg`` is accepted and not applied: see the README's "Left out".)"""
         if self.launcher not in ('none', 'pytorch', 'slurm', 'mpi'):
-            raise ValueError(f"launcher must be 'none', 'pytorch', 'slurm' or 'mpi', but got "
-                             f'{self.launcher!r}')
+            raise ValueError(f'launcher={self.launcher!r}: must be none, pytorch, slurm or mpi')
         if env_cfg.get('cudnn_benchmark'):
             torch.backends.cudnn.benchmark = True
         if self.launcher != 'none':
