@@ -1,5 +1,5 @@
 """Every rank agrees, on 2 gloo processes training the demo config: the EMA copy's every tensor is
-the same on both ranks after training (SyncBuffersHook syncs the copy's BatchNorm statistics with
+the same on both ranks after training (and every tensor of the MMCV demo's model, its EMA included) (SyncBuffersHook syncs the copy's BatchNorm statistics with
 the model's), the checkpoint's ``state_dict`` is what the last validation used, the agreement
 check stays quiet then and names a disagreement a test hook plants; and a checkpoint written by 2
 processes, resumed by 1, says what changes.
@@ -28,6 +28,19 @@ def _runner(work_dir, max_epochs, extra_hooks=(), launcher='pytorch', resume=Fal
     cfg.env_cfg = dict(dist_cfg=dict(backend='gloo'))
     cfg.custom_hooks = list(cfg.custom_hooks) + [dict(type='SyncBuffersHook')] + list(extra_hooks)
     return Runner.from_cfg(cfg)
+
+
+def _train_mmcv(work_dir):
+    """The MMCV 1.x demo for 1 epoch with MMCV's SyncBuffersHook: every tensor of the model, its
+    EMA buffers (``ema_*``, MMCV's EMAHook keeps the average on the model) included."""
+    from minimm.config import Config
+    from minimm.mmcv.train import train_from_cfg
+    cfg = Config.fromfile(os.path.join(REPO, 'minimm', 'configs', 'digits_mmcv1.py'))
+    cfg.work_dir, cfg.runner.max_epochs = work_dir, 1
+    cfg.custom_hooks = list(cfg.custom_hooks) + [dict(type='SyncBuffersHook')]
+    runner = train_from_cfg(cfg)  # the group exists: distributed without a launcher
+    model = runner.model.module
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 def _train_two_ranks(rank, work_dir, planted_dir):
@@ -61,6 +74,8 @@ def _train_two_ranks(rank, work_dir, planted_dir):
                 with torch.no_grad():
                     unwrap_model(runner.model).head.bias[0] += 1
 
+    out['mmcv'] = _train_mmcv(os.path.join(planted_dir, '..', 'mmcv'))
+
     runner = _runner(planted_dir, 1, [PlantDisagreement()])
     (ckpt_hook, ) = [h for h in runner.hooks if type(h).__name__ == 'CheckpointHook']
     ckpt_hook.agreement_check = 'error'
@@ -80,6 +95,9 @@ def test_ranks_agree_on_the_ema_and_the_checkpoint_and_a_planted_disagreement_is
     assert rank0['ema'].keys() == rank1['ema'].keys() and len(rank0['ema']) > 10
     differ = [k for k in rank0['ema'] if not torch.equal(rank0['ema'][k], rank1['ema'][k])]
     assert differ == []
+    # The same in the MMCV world, where the averages are model buffers that SyncBuffersHook syncs.
+    assert any(k.startswith('ema_') for k in rank0['mmcv'])
+    assert [k for k in rank0['mmcv'] if not torch.equal(rank0['mmcv'][k], rank1['mmcv'][k])] == []
     # The checkpoint's state_dict (the EMA weights, to deploy) is what validation used.
     saved = torch.load(work_dir / 'epoch_2.pth', weights_only=True)
     assert saved['meta']['world_size'] == 2
