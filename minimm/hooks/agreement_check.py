@@ -4,8 +4,9 @@ addition; MMEngine has no such check).
 
 Replicated under DDP, so checked: the model's parameters, the parameters of the averaged copies
 other hooks keep (EMAHook, PostHocEMAHook) and the optimizer's state. Buffers (BatchNorm's
-statistics) are per-rank by nature and are checked only when a ``SyncBuffersHook`` makes them
-agree. A sharded tensor (a ``DTensor`` under FSDP) is each rank's own piece and is left out.
+statistics) are per-rank by nature and are checked only when a ``SyncBuffersHook`` has just
+synced them: at a save after a training epoch. A save by iteration comes before the hook's sync
+(it syncs before validation), so that checkpoint holds rank 0's statistics, as in MMEngine. A sharded tensor (a ``DTensor`` under FSDP) is each rank's own piece and is left out.
 The checksums travel in one collective (``minimm/dist/agreement.py``); nothing runs per iteration.
 """
 import itertools
@@ -31,7 +32,8 @@ def _named(module, prefix: str, with_buffers: bool) -> List[Tuple[str, Tensor]]:
 def replicated_tensors(runner) -> List[Tuple[str, Tensor]]:
     """``(name, tensor)`` for every tensor that should be the same on every rank, in an order
     every rank shares."""
-    synced = any(isinstance(hook, SyncBuffersHook) for hook in runner.hooks)
+    synced = any(isinstance(hook, SyncBuffersHook) and hook.called_in_train
+                 for hook in runner.hooks)
     named = _named(unwrap_model(runner.model), 'model.', synced)
     for index, copy in enumerate(averaged_copies(runner)):
         named += _named(copy.module, f'averaged copy {index} ({type(copy).__name__}).', synced)
