@@ -1,8 +1,10 @@
 """Every rank agrees, on 2 gloo processes training the demo config: the EMA copy's every tensor is
-the same on both ranks after training (and every tensor of the MMCV demo's model, its EMA included) (SyncBuffersHook syncs the copy's BatchNorm statistics with
-the model's), the checkpoint's ``state_dict`` is what the last validation used, the agreement
-check stays quiet then and names a disagreement a test hook plants; and a checkpoint written by 2
-processes, resumed by 1, says what changes.
+the same on both ranks after training (SyncBuffersHook syncs the copy's BatchNorm statistics with
+the model's; in the MMCV world every tensor of the model, its EMA included), the checkpoint's
+``state_dict`` is what the last validation used, the agreement check stays quiet then and names a
+disagreement a test hook plants; a post-hoc EMA run stopped and resumed on 2 ranks writes the same
+snapshots as one that was not; and a checkpoint written by 2 processes, resumed by 1, says what
+changes.
 """
 import glob
 import os
@@ -19,10 +21,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_ema.py')
 
 
-def _runner(work_dir, max_epochs, extra_hooks=(), launcher='pytorch', resume=False):
+def _runner(work_dir, max_epochs, extra_hooks=(), launcher='pytorch', resume=False,
+            config=CONFIG):
     from minimm.config import Config
     from minimm.runner import Runner
-    cfg = Config.fromfile(CONFIG)
+    cfg = Config.fromfile(config)
     cfg.work_dir, cfg.launcher, cfg.resume = str(work_dir), launcher, resume
     cfg.train_cfg.max_epochs = max_epochs
     cfg.env_cfg = dict(dist_cfg=dict(backend='gloo'))
@@ -41,6 +44,24 @@ def _train_mmcv(work_dir):
     runner = train_from_cfg(cfg)  # the group exists: distributed without a launcher
     model = runner.model.module
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _posthoc_resumed(base):
+    """PostHocEMAHook's snapshots of a 2-epoch run, and of one stopped after epoch 1 and resumed:
+    ``{name: (step, state_dict)}`` each (the LR warm-up only, so both runs schedule alike)."""
+    config = os.path.join(REPO, 'minimm', 'configs', 'digits_posthoc.py')
+    seen = {}
+    for name, stops in (('whole', [2]), ('resumed', [1, 2])):
+        for index, max_epochs in enumerate(stops):
+            runner = _runner(os.path.join(base, name), max_epochs, config=config,
+                             resume=index > 0)
+            runner.param_schedulers = runner.param_schedulers[:1]
+            runner.train()
+        folder = os.path.join(base, name, 'posthoc_ema')
+        if runner.rank == 0:  # the one that writes them
+            seen[name] = {f: torch.load(os.path.join(folder, f), weights_only=True)
+                          for f in sorted(os.listdir(folder))}
+    return seen
 
 
 def _train_two_ranks(rank, work_dir, planted_dir):
@@ -74,7 +95,8 @@ def _train_two_ranks(rank, work_dir, planted_dir):
                 with torch.no_grad():
                     unwrap_model(runner.model).head.bias[0] += 1
 
-    out['mmcv'] = _train_mmcv(os.path.join(planted_dir, '..', 'mmcv'))
+    out['mmcv'] = _train_mmcv(os.path.join(os.path.dirname(planted_dir), 'mmcv'))
+    out['posthoc'] = _posthoc_resumed(os.path.join(os.path.dirname(planted_dir), 'posthoc'))
 
     runner = _runner(planted_dir, 1, [PlantDisagreement()])
     (ckpt_hook, ) = [h for h in runner.hooks if type(h).__name__ == 'CheckpointHook']
@@ -98,6 +120,14 @@ def test_ranks_agree_on_the_ema_and_the_checkpoint_and_a_planted_disagreement_is
     # The same in the MMCV world, where the averages are model buffers that SyncBuffersHook syncs.
     assert any(k.startswith('ema_') for k in rank0['mmcv'])
     assert [k for k in rank0['mmcv'] if not torch.equal(rank0['mmcv'][k], rank1['mmcv'][k])] == []
+    # Post-hoc EMA stopped after epoch 1 and resumed on 2 ranks continues its snapshots exactly.
+    whole, resumed = rank0['posthoc']['whole'], rank0['posthoc']['resumed']
+    later = [name for name in whole if int(name.split('_iter_')[1][:7]) > 23]
+    assert len(later) == 8 and set(later) <= set(resumed)  # iterations 27, 36, 45, 46
+    for name in later:
+        assert whole[name]['step'] == resumed[name]['step']
+        assert all(torch.equal(whole[name]['state_dict'][k], resumed[name]['state_dict'][k])
+                   for k in whole[name]['state_dict'])
     # The checkpoint's state_dict (the EMA weights, to deploy) is what validation used.
     saved = torch.load(work_dir / 'epoch_2.pth', weights_only=True)
     assert saved['meta']['world_size'] == 2
