@@ -6,7 +6,8 @@ Replicated under DDP, so checked: the model's parameters, the parameters of the 
 other hooks keep (EMAHook, PostHocEMAHook) and the optimizer's state. Buffers (BatchNorm's
 statistics) are per-rank by nature and are checked only when a ``SyncBuffersHook`` has just
 synced them: at a save after a training epoch. A save by iteration comes before the hook's sync
-(it syncs before validation), so that checkpoint holds rank 0's statistics, as in MMEngine. A sharded tensor (a ``DTensor`` under FSDP) is each rank's own piece and is left out.
+(it syncs before validation), so that checkpoint holds rank 0's statistics, as in MMEngine.
+A sharded tensor (a ``DTensor`` under FSDP) is each rank's own piece and is left out.
 The checksums travel in one collective (``minimm/dist/agreement.py``); nothing runs per iteration.
 """
 import itertools

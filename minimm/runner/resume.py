@@ -5,9 +5,9 @@
 ``Runner.load_or_resume``/``load_checkpoint``/``resume``/``save_checkpoint``) decide what goes into
 a checkpoint and what is restored from it:
 
-* ``save_checkpoint``: ``meta`` (counters, config, seed, world size, dataset metainfo...), ``state_dict``,
-  ``message_hub``, ``optimizer`` and ``param_schedulers``; hooks may change the dict in
-  ``before_save_checkpoint``.
+* ``save_checkpoint``: ``meta`` (counters, config, seed, world size, dataset metainfo...),
+  ``state_dict``, ``message_hub``, ``optimizer`` and ``param_schedulers``; hooks may change the
+  dict in ``before_save_checkpoint``.
 * ``load_checkpoint``: weights only (``load_from``: fine-tuning, testing); hooks see the dict in
   ``after_load_checkpoint`` before the weights are applied.
 * ``resume``: weights, counters, MessageHub, optimizer and schedulers, so training continues as if
