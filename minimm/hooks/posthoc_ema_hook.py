@@ -16,8 +16,8 @@ place), and the averaged models go into every checkpoint (``posthoc_ema``), so a
 continues them exactly. On several processes every rank keeps and updates its EMAs (they agree:
 DDP keeps the weights equal, and SyncBuffersHook syncs their buffers with the model's) and rank 0
 alone writes the snapshots; nothing reads them during training, so no rank waits for them.
-The hook does not touch the model's weights: validation and checkpoints
-see the raw model (combine it with EMAHook for an EMA there).
+The hook does not touch the model's weights: validation and checkpoints see the raw model
+(combine it with EMAHook for an EMA there).
 """
 import os.path as osp
 from typing import Optional, Sequence
