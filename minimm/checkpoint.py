@@ -7,6 +7,9 @@ only moves dicts to and from disk, with three safety rules, all stricter than MM
   flushed to disk, then renamed over the target (a rename within a folder is atomic), and the
   folder is flushed so the rename itself survives a power cut. A reader sees either the old file
   or the whole new one, never half a file, and a failed write leaves no temporary file behind.
+  The temporary file's name holds its writer's pid and host, and only a writer's own leftovers
+  or those of a dead process on this machine are cleared: two processes saving one file (two
+  ranks, or two machines sharing the work dir) never delete each other's file mid-write.
   ``last_checkpoint`` is written the same way, and only after the checkpoint it names exists.
 * **Loading runs no code.** Files are read with ``torch.load(weights_only=True)``, so everything
   minimm writes is first converted to plain data (``minimm/plain_data.py``). A file that needs
@@ -24,6 +27,7 @@ import os
 import os.path as osp
 import pickle
 import re
+import socket
 import tempfile
 from collections import OrderedDict
 from errno import ENOSPC
@@ -57,16 +61,46 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
+def _owner_tag() -> str:
+    """``<pid>@<host>``: who writes a temporary file. Each process writes under its own name, so
+    two ranks (or two machines sharing the work dir) saving one file never touch each other's."""
+    host = re.sub(r'[^A-Za-z0-9.-]', '_', socket.gethostname()) or 'host'
+    return f'{os.getpid()}@{host}'
+
+
+def _owner_gone(tag: str) -> bool:
+    """True when the process named by ``tag`` (``<pid>@<host>``) is this one or has ended, so its
+    temporary file is a leftover. A process on another machine cannot be asked: never gone."""
+    pid, _, host = tag.partition('@')
+    if not pid.isdigit() or host != _owner_tag().partition('@')[2]:
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
 def _atomic_write(path: str, write) -> None:
     """Call ``write(file_object)`` on a temporary file beside ``path``, then rename it to
     ``path``."""
     folder = osp.dirname(osp.abspath(path))
     os.makedirs(folder, exist_ok=True)
     prefix = f'.{osp.basename(path)}.'
-    # Left by a process killed while writing this same file (it could not clean up).
+    # Left by a process killed while writing this same file (it could not clean up): removed
+    # only when that process is this one or is dead; a live one may be writing it right now.
     for stale in glob.glob(osp.join(glob.escape(folder), glob.escape(prefix) + '*.tmp')):
-        os.remove(stale)
-    fd, tmp_path = tempfile.mkstemp(prefix=prefix, suffix='.tmp', dir=folder)
+        tag = osp.basename(stale)[len(prefix):].rsplit('.', 2)[0]
+        if _owner_gone(tag):
+            try:
+                os.remove(stale)
+            except FileNotFoundError:  # its owner's own clean-up came first
+                pass
+    fd, tmp_path = tempfile.mkstemp(prefix=f'{prefix}{_owner_tag()}.', suffix='.tmp', dir=folder)
     try:
         with os.fdopen(fd, 'wb') as f:
             write(f)

@@ -2,7 +2,8 @@
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
     minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]
-                        [--cfg-options k=v ...] [--launcher none|pytorch] [--profile-hooks]
+                        [--cfg-options k=v ...] [--launcher none|pytorch|slurm|mpi]
+                        [--profile-hooks]
     minimm test CONFIG --checkpoint CKPT [--trust-checkpoint] [--work-dir DIR]
                        [--cfg-options k=v ...]
     minimm info                      # versions, devices, which native backend is active and why
@@ -228,14 +229,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     _add_config_args(train)
     train.add_argument('--resume', nargs='?', const='auto', default=None, metavar='CKPT',
                        help='resume from CKPT, or from the latest checkpoint in the work dir')
-    train.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
+    train.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                       default='none')
     train.add_argument('--profile-hooks', action='store_true',
                        help="log each hook's time and device reads per stage at the end")
 
     test = sub.add_parser('test', help='test a checkpoint')
     _add_config_args(test)
     test.add_argument('--checkpoint', required=True, help='the checkpoint to test')
-    test.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
+    test.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                       default='none')
 
     sub.add_parser('info', help='versions, devices and the native-ops backend')
 

@@ -40,13 +40,15 @@ class WorkDirBusyError(RuntimeError):
     """The work dir is in use by another running process."""
 
 
-def make_work_dir(work_dir: str) -> str:
-    """Create ``work_dir`` if need be and return its absolute path; a file there is an error."""
+def make_work_dir(work_dir: str, create: bool = True) -> str:
+    """Create ``work_dir`` if need be (unless ``create=False``: only rank 0 creates it, the others
+    only check it) and return its absolute path; a file there is an error."""
     work_dir = osp.abspath(work_dir)
     if osp.exists(work_dir) and not osp.isdir(work_dir):
         raise NotADirectoryError(f'work_dir {work_dir} is a file, not a folder: give a folder '
                                  'for checkpoints and logs (--work-dir)')
-    os.makedirs(work_dir, exist_ok=True)
+    if create:
+        os.makedirs(work_dir, exist_ok=True)
     return work_dir
 
 

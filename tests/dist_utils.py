@@ -8,6 +8,7 @@ return values, rank by rank. An exception in any rank fails the test with that r
 ``fn`` must be a module-level function (the children import it by name).
 """
 import gc
+import glob
 import os
 
 import torch
@@ -48,9 +49,9 @@ def run_distributed(fn, tmp_path, *args, world_size: int = 2, backend: str = 'gl
             for r in range(world_size)]
 
 
-def torchrun_train(config: str, work_dir, cfg_options, cwd, nproc: int = 2):
-    """Run ``minimm train CONFIG --launcher pytorch`` under torchrun with ``nproc`` CPU processes;
-    fail with the output tail if it fails."""
+def torchrun_train(config: str, work_dir, cfg_options, cwd, nproc: int = 2, env=None):
+    """Run ``minimm train CONFIG --launcher pytorch`` under torchrun with ``nproc`` CPU processes
+    (``env``: more environment variables); fail with the output tail if it fails."""
     import subprocess
     import sys
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +61,26 @@ def torchrun_train(config: str, work_dir, cfg_options, cwd, nproc: int = 2):
                '--work-dir', str(work_dir), '--cfg-options', *cfg_options]
     # The reference ops (same numbers): the test is about the launch, not the native build, which
     # fresh processes would otherwise wait for when the extension cache is stale.
-    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=repo, MINIMM_NO_EXT='1')
+    extra = dict(PYTHONPATH=repo)
+    extra.update(env or {})
+    env = dict(os.environ, OMP_NUM_THREADS='1', MINIMM_NO_EXT='1', **extra)
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def audited_train(config, tmp_path, cfg_options):
+    """Train under torchrun on 2 processes; return the work dir and ``{rank: [what it wrote]}``."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    work_dir, out = tmp_path / 'work', tmp_path / 'audit'
+    out.mkdir()
+    env = dict(MINIMM_AUDIT_DIR=str(work_dir), MINIMM_AUDIT_OUT=str(out),
+               PYTHONPATH=os.pathsep.join([os.path.join(repo, 'tests', 'write_audit'), repo]))
+    torchrun_train(config, work_dir, cfg_options, cwd=tmp_path, env=env)
+    writes = {}
+    for path in glob.glob(str(out / '*.txt')):
+        rank = os.path.basename(path).split('-')[0]
+        with open(path) as f:
+            lines = [line for line in f.read().splitlines() if line]
+        if lines:
+            writes.setdefault(rank, []).extend(lines)
+    return work_dir, writes

@@ -102,10 +102,23 @@ def test_files_get_the_umask_mode_and_the_folder_is_synced(tmp_path, monkeypatch
 
 
 def test_a_stale_temporary_file_of_a_killed_write_is_removed(tmp_path):
-    stale = tmp_path / '.a.pth.k1ll3d.tmp'
-    stale.write_bytes(b'half a file')
+    import socket
+    import subprocess
+    import sys
+    host = socket.gethostname()
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                          capture_output=True, text=True).stdout.strip()  # a pid that has ended
+    stale = tmp_path / f'.a.pth.{dead}@{host}.k1ll3d.tmp'
+    # Another live process writing the same file right now (two ranks saving one snapshot):
+    # its file must stay, or its rename fails. So must one of another machine, which cannot be
+    # asked, and one whose name says no owner.
+    alive = tmp_path / f'.a.pth.{os.getppid()}@{host}.wr1t1n.tmp'
+    remote = tmp_path / f'.a.pth.{dead}@another-host.wr1t1n.tmp'
+    unowned = tmp_path / '.a.pth.n0wn3r.tmp'
+    for path in (stale, alive, remote, unowned):
+        path.write_bytes(b'half a file')
     save_checkpoint({'x': torch.ones(1)}, str(tmp_path / 'a.pth'))
-    assert _pth_and_tmp(tmp_path) == ['a.pth']
+    assert _pth_and_tmp(tmp_path) == sorted(['a.pth', alive.name, remote.name, unowned.name])
 
 
 def _truncate(path):

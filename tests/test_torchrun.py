@@ -5,15 +5,16 @@ import os
 
 import torch
 
-from dist_utils import torchrun_train
+from dist_utils import audited_train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_ema.py')
 
 
 def test_torchrun_trains_the_demo_config_writing_files_on_rank0_only(tmp_path):
-    work_dir = tmp_path / 'work'
-    torchrun_train(CONFIG, work_dir, ['train_cfg.max_epochs=1'], cwd=tmp_path)
+    work_dir, writes = audited_train(CONFIG, tmp_path, ['train_cfg.max_epochs=1'])
+    # Every file under the work dir opened for writing, renamed, removed or made, by rank 0 only.
+    assert set(writes) == {'0'}, {rank: lines[:5] for rank, lines in writes.items()}
 
     # One text log, written by rank 0 alone: each logged line appears once (two writers
     # appending to the same file would double them).

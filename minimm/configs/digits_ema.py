@@ -44,3 +44,7 @@ custom_hooks = [dict(type='EMAHook', ema_type='MomentumAnnealingEMA', momentum=0
                      priority=49)]
 
 randomness = dict(seed=0)
+# On several processes (--launcher pytorch|slurm|mpi): NCCL on GPUs (gloo without CUDA). timeout
+# (seconds) bounds every collective, so a rank that died or hangs stops the others within 5
+# minutes instead of torch's default 30 (gloo) or 10 (NCCL).
+env_cfg = dict(cudnn_benchmark=False, dist_cfg=dict(backend='nccl', timeout=300))

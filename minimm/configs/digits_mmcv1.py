@@ -28,6 +28,10 @@ evaluation = dict(interval=1, save_best='auto')
 custom_hooks = [dict(type='EMAHook', momentum=0.02, priority=49)]
 
 workflow = [('train', 1)]
+# On several processes (--launcher pytorch|slurm|mpi): timeout (seconds, a minimm convenience;
+# MMCV 1.7.2 passes it to torch as is, which wants a datetime.timedelta) stops the run when a rank
+# died or hangs, instead of torch's default 30 minutes (gloo) or 10 (NCCL).
+dist_params = dict(backend='nccl', timeout=300)
 seed = 0
 resume_from = None
 load_from = None

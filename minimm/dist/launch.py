@@ -10,18 +10,34 @@ and calls ``torch.distributed.init_process_group``; after that the helpers in ``
 The backend follows the hardware: NCCL when CUDA is available, gloo otherwise. A configured
 ``'nccl'`` on a machine without CUDA (MMEngine's default ``env_cfg`` asks for NCCL) falls back to
 gloo with a warning, so one config trains on a GPU cluster and on a laptop.
-Left out compared with MMEngine: the ``mpi`` and ``slurm`` launchers, NPU/MLU/MUSA devices and
-DeepSpeed initialisation.
+Two other launchers start the processes their own way and describe them in their own variables;
+:func:`init_dist` translates those into torchrun's, as MMEngine does, and goes on the same way:
+
+* ``'slurm'`` (``srun python -m minimm.cli train ... --launcher slurm``, one task per GPU):
+  ``SLURM_PROCID`` is the rank, ``SLURM_NTASKS`` the world size, ``SLURM_LOCALID`` the local rank;
+  the master is the first host of ``SLURM_NODELIST`` as ``scontrol show hostname`` expands it
+  (unless ``MASTER_ADDR`` is set), and the port is ``port=`` (``dist_cfg``), else ``MASTER_PORT``,
+  else 29500.
+* ``'mpi'`` (``mpirun -np N ... --launcher mpi``, Open MPI): ``OMPI_COMM_WORLD_RANK``,
+  ``OMPI_COMM_WORLD_SIZE`` and ``OMPI_COMM_WORLD_LOCAL_RANK``; ``MASTER_ADDR`` must be set (Open
+  MPI does not say where rank 0 runs), ``MASTER_PORT`` defaults to 29500.
+
+``timeout`` (seconds, in ``dist_cfg``) bounds every collective: a rank that died or hangs makes
+the others fail after that long instead of waiting for ever (torch's defaults: 30 minutes for
+gloo, 10 for NCCL). Left out compared with MMEngine: NPU/MLU/MUSA devices, SageMaker's ``smddp``
+and DeepSpeed initialisation.
 """
 import datetime
 import os
 import socket
+import subprocess
 import warnings
 from typing import Optional
 
 import torch
 import torch.distributed as torch_dist
 
+LAUNCHERS = ('pytorch', 'slurm', 'mpi')
 _TORCHRUN_VARIABLES = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')
 
 
@@ -42,19 +58,61 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _slurm_to_torchrun(port: Optional[int]) -> None:
+    """Set torchrun's variables from Slurm's (see the module docstring)."""
+    missing = [name for name in ('SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_NODELIST')
+               if name not in os.environ]
+    if missing:
+        raise RuntimeError(f"launcher='slurm' needs the environment variables srun sets; missing: "
+                           f"{', '.join(missing)}. Start the run with `srun ...`")
+    rank = int(os.environ['SLURM_PROCID'])
+    local_rank = os.environ.get('SLURM_LOCALID')
+    if local_rank is None:  # one task per GPU, tasks dealt to the GPUs in turn
+        local_rank = rank % max(torch.cuda.device_count(), 1)
+    if port is not None:
+        os.environ['MASTER_PORT'] = str(port)
+    os.environ.setdefault('MASTER_PORT', '29500')
+    if 'MASTER_ADDR' not in os.environ:
+        hosts = subprocess.run(['scontrol', 'show', 'hostname', os.environ['SLURM_NODELIST']],
+                               capture_output=True, text=True, check=True).stdout.split()
+        os.environ['MASTER_ADDR'] = hosts[0]
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank),
+                      WORLD_SIZE=os.environ['SLURM_NTASKS'])
+
+
+def _mpi_to_torchrun() -> None:
+    """Set torchrun's variables from Open MPI's (see the module docstring)."""
+    missing = [name for name in ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE',
+                                 'OMPI_COMM_WORLD_LOCAL_RANK', 'MASTER_ADDR')
+               if name not in os.environ]
+    if missing:
+        raise RuntimeError(f"launcher='mpi' needs the environment variables mpirun (Open MPI) "
+                           f"sets, and MASTER_ADDR; missing: {', '.join(missing)}")
+    os.environ.setdefault('MASTER_PORT', '29500')
+    os.environ.update(RANK=os.environ['OMPI_COMM_WORLD_RANK'],
+                      LOCAL_RANK=os.environ['OMPI_COMM_WORLD_LOCAL_RANK'],
+                      WORLD_SIZE=os.environ['OMPI_COMM_WORLD_SIZE'])
+
+
 def init_dist(launcher: str, backend: Optional[str] = None, **kwargs) -> None:
     """Initialise the default process group for a run started by ``launcher``.
 
     Args:
         launcher: ``'pytorch'`` — the process was started by ``torchrun`` (or sets the same
-            environment variables itself, as the tests do).
+            environment variables itself, as the tests do); ``'slurm'`` — by ``srun``;
+            ``'mpi'`` — by Open MPI's ``mpirun``.
         backend: ``'nccl'``, ``'gloo'``, or None for NCCL with CUDA and gloo without.
         **kwargs: passed to ``torch.distributed.init_process_group``; ``timeout`` may be given in
-            seconds (as in MMEngine configs: ``dist_cfg=dict(backend='nccl', timeout=1800)``).
+            seconds (as in MMEngine configs: ``dist_cfg=dict(backend='nccl', timeout=1800)``);
+            ``port`` (slurm only) is the master's port.
     """
-    if launcher != 'pytorch':
-        raise ValueError(f"launcher must be 'pytorch' (runs started by torchrun), "
-                         f'but got {launcher!r}')
+    if launcher not in LAUNCHERS:
+        raise ValueError(f'launcher must be one of {LAUNCHERS}, but got {launcher!r}')
+    port = kwargs.pop('port', None)
+    if launcher == 'slurm':
+        _slurm_to_torchrun(port)
+    elif launcher == 'mpi':
+        _mpi_to_torchrun()
     missing = [name for name in _TORCHRUN_VARIABLES if name not in os.environ]
     if missing:
         raise RuntimeError(f"launcher='pytorch' needs the environment variables that torchrun "

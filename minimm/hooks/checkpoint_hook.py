@@ -20,6 +20,10 @@ still knows which old files to delete and which score to beat.
 * ``published_keys``: after training, the last and the best checkpoints are re-saved with only
   these top-level keys (e.g. ``['meta', 'state_dict']``, to share a model without optimizer
   state) as ``{name}-{first 8 hex digits of its sha256}.pth``.
+* ``agreement_check`` (a minimm addition): on several processes, before each periodic save, the
+  tensors every rank should hold alike are compared across ranks in one collective
+  (``agreement_check.py``); a mismatch is a warning naming them and the ranks (``'warn'``, the
+  default), an error (``'error'``), or not looked for (``'off'``).
 
 Left out compared with MMEngine: file backends; and unknown keyword arguments are rejected when
 the hook is built (MMEngine forwards them to ``save_checkpoint``, so a typo only fails at the first
@@ -38,6 +42,7 @@ from ..dist import is_main_process, master_only
 from ..registry import HOOKS
 from ..checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
 from ..work_dir import own_path
+from .agreement_check import AGREEMENT_CHECKS, check_agreement
 from .hook import Hook
 from .metric_rules import (DEFAULT_GREATER_KEYS, DEFAULT_LESS_KEYS, INIT_VALUE_MAP, RULE_MAP,
                            infer_rule)
@@ -84,10 +89,14 @@ class CheckpointHook(Hook):
                  greater_keys: Optional[Sequence[str]] = None,
                  less_keys: Optional[Sequence[str]] = None, file_client_args=None,
                  filename_tmpl: Optional[str] = None, backend_args=None, published_keys=None,
-                 save_begin: int = 0):
+                 save_begin: int = 0, agreement_check: str = 'warn'):
         if file_client_args is not None or backend_args is not None:
             raise ValueError('file backends are not supported: checkpoints go to local folders')
         self.published_keys = _key_list(published_keys, 'published_keys')
+        if agreement_check not in AGREEMENT_CHECKS:
+            raise ValueError(f'CheckpointHook: agreement_check={agreement_check!r} must be one of '
+                             f'{AGREEMENT_CHECKS}')
+        self.agreement_check = agreement_check
         self.interval = interval
         self.by_epoch = by_epoch
         self.save_optimizer = save_optimizer
@@ -235,6 +244,7 @@ class CheckpointHook(Hook):
         filename = self.filename_tmpl.format(step)
         self.last_ckpt = osp.join(self.out_dir, filename)
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        check_agreement(runner, self.agreement_check)  # on every rank, before rank 0 writes
         runner.save_checkpoint(self.out_dir, filename, save_optimizer=self.save_optimizer,
                                save_param_scheduler=self.save_param_scheduler, meta=meta,
                                by_epoch=self.by_epoch)

@@ -29,6 +29,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from ..dist import is_main_process
 from ..logging.logger import DETAIL
 from ..plain_data import to_plain_data
 from ..registry import HOOKS
@@ -164,12 +165,13 @@ class LoggerHook(Hook):
         tag, log_str = runner.log_processor.get_log_after_epoch(
             runner, len(runner.test_dataloader), 'test', with_non_scalar=True)
         runner.logger.info(log_str)
-        with open(osp.join(runner.log_dir, self.json_log_path), 'w') as f:
-            json.dump(to_plain_data(tag, 'test metrics', for_json=True), f)
+        if is_main_process():  # the log folder is rank 0's (the others compute the same)
+            with open(osp.join(runner.log_dir, self.json_log_path), 'w') as f:
+                json.dump(to_plain_data(tag, 'test metrics', for_json=True), f)
 
     def after_run(self, runner) -> None:
         runner.visualizer.close()
-        if self.out_dir is None:
+        if self.out_dir is None or not is_main_process():
             return
         copied = copy_logs(runner.log_dir, self.out_dir, self.out_suffix, runner.logger)
         if not self.keep_local:

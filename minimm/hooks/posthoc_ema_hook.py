@@ -13,13 +13,17 @@ combines the snapshots into the EMA of any other length, as if it had been track
 
 Snapshots are written like checkpoints (minimm/checkpoint.py: a temporary file renamed into
 place), and the averaged models go into every checkpoint (``posthoc_ema``), so a resumed run
-continues them exactly. The hook does not touch the model's weights: validation and checkpoints
-see the raw model (combine it with EMAHook for an EMA there).
+continues them exactly. On several processes every rank keeps and updates its EMAs (they agree:
+DDP keeps the weights equal, and SyncBuffersHook syncs their buffers with the model's) and rank 0
+alone writes the snapshots; nothing reads them during training, so no rank waits for them.
+The hook does not touch the model's weights: validation and checkpoints see the raw model
+(combine it with EMAHook for an EMA there).
 """
 import os.path as osp
 from typing import Optional, Sequence
 
 from ..checkpoint import save_checkpoint, unwrap_model, weights_to_cpu
+from ..dist import master_only
 from ..model.averaged_model import PowerFunctionEMA, plan_rule
 from ..ops import MAX_TARGETS, FusedAveraging
 from ..registry import HOOKS
@@ -82,8 +86,9 @@ class PostHocEMAHook(Hook):
         if self.every_n_train_iters(runner, self.snapshot_interval) or last:
             self.save_snapshots(runner.iter + 1)
 
+    @master_only
     def save_snapshots(self, iteration: int) -> None:
-        """Write each EMA's weights, its averaging-call count and its exponent."""
+        """Write each EMA's weights, its averaging-call count and its exponent (rank 0 only)."""
         for sigma_rel, ema in zip(self.sigma_rels, self.ema_models):
             snapshot = dict(sigma_rel=sigma_rel, gamma=ema.gamma, step=int(ema.steps),
                             iter=iteration, averaged=list(ema.avg_parameters),

@@ -15,9 +15,17 @@ own batches — drift apart (minimm's wrapper, like MMEngine's Runner, turns off
 Integer buffers (``num_batches_tracked``) are averaged in integer arithmetic, rounded to the
 nearest integer instead of MMEngine's truncation; equal counts stay exact (see
 ``minimm/dist/collectives.py``). Whether the run is distributed is decided when the hook is built
-(after the Runner initialised the process group), as in MMEngine. Same behaviour as MMEngine
-otherwise.
+(after the Runner initialised the process group), as in MMEngine.
+
+**The averaged copies too** (different from MMEngine, whose hook syncs only the model): the
+copies other hooks keep (EMAHook's ``ema_model``, PostHocEMAHook's ``ema_models``) hold buffers
+of their own — mirrored from each rank's model every iteration, or averaged from them — which
+differ between ranks just as the model's do. They go into the same packed all-reduce, so
+validation, the checkpoint's ``state_dict`` and every rank see the same EMA statistics. In MMEngine
+0.10.7 they stay per-rank and the checkpoint keeps rank 0's (Megvii-BaseDetection/YOLOX#1176).
 """
+import itertools
+
 from ..dist import all_reduce_params, is_distributed
 from ..registry import HOOKS
 from .hook import Hook
@@ -36,11 +44,28 @@ class SyncBuffersHook(Hook):
 
     def after_train_epoch(self, runner) -> None:
         if self.distributed:
-            all_reduce_params(runner.model.buffers(), op='mean')
+            self._sync(runner)
             self.called_in_train = True
 
     def before_val_epoch(self, runner) -> None:
         if self.distributed:
             if not self.called_in_train:
-                all_reduce_params(runner.model.buffers(), op='mean')
+                self._sync(runner)
             self.called_in_train = False
+
+    @staticmethod
+    def _sync(runner) -> None:
+        # The copies' own module buffers only: their `steps` counters agree already.
+        copies = [copy.module.buffers() for copy in averaged_copies(runner)]
+        all_reduce_params(itertools.chain(runner.model.buffers(), *copies), op='mean')
+
+
+def averaged_copies(runner) -> list:
+    """The averaged models the runner's hooks keep (``ema_model``, ``ema_models``), in hook
+    order, so that every rank lists them alike."""
+    copies = []
+    for hook in getattr(runner, 'hooks', ()):
+        if getattr(hook, 'ema_model', None) is not None:
+            copies.append(hook.ema_model)
+        copies.extend(getattr(hook, 'ema_models', None) or ())
+    return copies

@@ -122,9 +122,9 @@ class BaseRunner(metaclass=ABCMeta):
         self.optimizer = optimizer
         self.logger = logger
         self.meta = meta  # the caller's dict itself: hooks keep their notes in meta['hook_msgs']
-        self.work_dir = None if work_dir is None else make_work_dir(work_dir)
-        self._model_name = type(getattr(model, 'module', model)).__name__
         self._rank, self._world_size = get_dist_info()
+        self.work_dir = None if work_dir is None else make_work_dir(work_dir, self._rank == 0)
+        self._model_name = type(getattr(model, 'module', model)).__name__
         if self.work_dir is not None and self._rank == 0:  # one run per work dir (minimm's)
             self._work_dir_lock = hold_work_dir(self, self.work_dir)
         self.timestamp = get_time_str()

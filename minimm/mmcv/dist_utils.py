@@ -4,9 +4,9 @@ collectives: ``get_dist_info``, ``master_only`` and ``init_dist`` are the shared
 
 Different from MMCV 1.7: the coalesced all-reduce packs each dtype's tensors with minimm's native
 ``pack`` op, and integer buffers (``num_batches_tracked``) are averaged with rounding where MMCV's
-in-place division fails on current PyTorch. Left out: the MPI and Slurm launchers of
-``init_dist`` (``init_dist('pytorch')``, for runs started by torchrun, is the one there is) and
-MLU/NPU devices.
+in-place division fails on current PyTorch; ``init_dist`` takes ``timeout`` in seconds too.
+``init_dist`` knows the three launchers, ``'pytorch'`` (torchrun), ``'slurm'`` and ``'mpi'``.
+Left out: MLU/NPU devices.
 """
 from minimm.dist import all_reduce_params, get_dist_info, init_dist, master_only
 

@@ -56,7 +56,7 @@ def build_dataloader(dataset, samples_per_gpu: int, workers_per_gpu: int, shuffl
 
 def train_model(cfg, distributed: bool = False, validate: bool = True) -> object:
     """Build everything ``cfg`` describes and run its workflow; return the runner."""
-    work_dir = make_work_dir(cfg.work_dir)
+    work_dir = make_work_dir(cfg.work_dir, create=get_dist_info()[0] == 0)  # rank 0 writes
     # Taken before the log file is opened, so a second run on this work dir is refused first
     # (the runner takes it too, for its own lifetime).
     release = lock_work_dir(work_dir) if get_dist_info()[0] == 0 else (lambda: None)

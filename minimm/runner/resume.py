@@ -5,9 +5,9 @@
 ``Runner.load_or_resume``/``load_checkpoint``/``resume``/``save_checkpoint``) decide what goes into
 a checkpoint and what is restored from it:
 
-* ``save_checkpoint``: ``meta`` (counters, config, seed, dataset metainfo...), ``state_dict``,
-  ``message_hub``, ``optimizer`` and ``param_schedulers``; hooks may change the dict in
-  ``before_save_checkpoint``.
+* ``save_checkpoint``: ``meta`` (counters, config, seed, world size, dataset metainfo...),
+  ``state_dict``, ``message_hub``, ``optimizer`` and ``param_schedulers``; hooks may change the
+  dict in ``before_save_checkpoint``.
 * ``load_checkpoint``: weights only (``load_from``: fine-tuning, testing); hooks see the dict in
   ``after_load_checkpoint`` before the weights are applied.
 * ``resume``: weights, counters, MessageHub, optimizer and schedulers, so training continues as if
@@ -32,8 +32,9 @@ from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
-from ..work_dir import hold_work_dir, own_path
+from ..work_dir import hold_work_dir, make_work_dir, own_path
 from .loops import EpochBasedTrainLoop
+from .world_size import world_size_change_message
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
                          _load_checkpoint_to_model, find_latest_checkpoint, get_state_dict,
                          resume_candidates, save_checkpoint, weights_to_cpu)
@@ -57,7 +58,8 @@ class CheckpointMixin:
         """Lock the work dir for this run (on rank 0, which writes the checkpoints; see
         ``minimm/work_dir.py``) and name the log folder after the start time, with a suffix if
         an earlier run in this work dir started in the same second (MMEngine shares it)."""
-        if self.rank == 0:
+        if self.rank == 0:  # the only writer, on a shared work dir too
+            make_work_dir(self.work_dir)
             self._work_dir_lock = hold_work_dir(self, self.work_dir)
         self.timestamp = stamp = self._shared_timestamp()
         number = 1
@@ -65,7 +67,8 @@ class CheckpointMixin:
             number += 1
             self.timestamp = f'{stamp}_{number}'
         self._log_dir = osp.join(self.work_dir, self.timestamp)
-        os.makedirs(self._log_dir, exist_ok=True)
+        if self.rank == 0:
+            os.makedirs(self._log_dir, exist_ok=True)
 
     def load_or_resume(self) -> None:
         """Resume (``resume=True``) or load weights (``load_from``), once.
@@ -183,7 +186,23 @@ class CheckpointMixin:
                 scheduler.load_state_dict(state)
         self._has_loaded = True
         self.logger.info(f'resumed epoch: {self.epoch}, iter: {self.iter}')
+        self._say_world_size_change(meta)
         self._warn_if_finished()
+
+    def _say_world_size_change(self, meta: dict) -> None:
+        """One warning when the checkpoint was written by another number of processes."""
+        per_epoch = saved_per_epoch = None
+        if isinstance(self.train_loop, EpochBasedTrainLoop):
+            try:
+                per_epoch = len(self.train_dataloader)
+            except TypeError:  # an iterable dataset: no known length
+                pass
+            if meta['epoch'] > 0 and meta['iter'] % meta['epoch'] == 0:
+                saved_per_epoch = meta['iter'] // meta['epoch']
+        message = world_size_change_message(meta.get('world_size'), self.world_size, per_epoch,
+                                            saved_per_epoch)
+        if message is not None:
+            self.logger.warning(message)
 
     def _warn_if_finished(self) -> None:
         """Say when a resumed run has nothing left to train, or when a scheduler's ``end`` was
@@ -235,7 +254,7 @@ class CheckpointMixin:
         meta.update(cfg=self.cfg.pretty_text, seed=self.seed,
                     experiment_name=self.experiment_name,
                     time=time.strftime('%Y%m%d_%H%M%S', time.localtime()),
-                    minimm_version=__version__)
+                    minimm_version=__version__, world_size=self.world_size)
         dataset_meta = getattr(self.train_dataloader.dataset, 'metainfo', None)
         if dataset_meta is not None:
             meta['dataset_meta'] = dataset_meta

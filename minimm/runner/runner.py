@@ -88,7 +88,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             for trusted files: unpickling can run code).
         resume: ``True`` to resume from ``load_from`` or else the latest checkpoint in
             ``work_dir``; or a checkpoint path.
-        launcher: ``'none'`` or ``'pytorch'`` (under ``torchrun``).
+        launcher: ``'none'``, ``'pytorch'`` (torchrun), ``'slurm'`` (srun) or ``'mpi'``.
         log_processor / visualizer: LOG_PROCESSORS / VISUALIZERS configs (``type`` optional).
         default_scope: the package whose registries builds use first (``'mmdet'``...).
         auto_scale_lr: ``dict(enable=True, base_batch_size=16)`` scales the lr (``scale_lr``).
@@ -115,7 +115,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
                  profile_hooks: bool = False, verbose: bool = False):
-        self.work_dir = make_work_dir(work_dir)
+        # Several processes: made by rank 0 alone, in _claim_work_dir.
+        self.work_dir = make_work_dir(work_dir, create=launcher == 'none')
         self._details = None if verbose else DETAIL   # how the long startup lines are logged
         self.cfg = (copy.deepcopy(cfg) if isinstance(cfg, Config)
                     else Config(copy.deepcopy(cfg or {})))   # a copy: the caller's stays as it was
@@ -283,10 +284,10 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     # ------------------------------------------------------------------ environment
     def setup_env(self, env_cfg: dict) -> None:
-        """Start the process group for ``launcher='pytorch'``; ``env_cfg.cudnn_benchmark``.
+        """Start the process group for a launcher other than 'none'; ``env_cfg.cudnn_benchmark``.
         (``env_cfg.mp_cfg`` is accepted and not applied: see the README's "Left out".)"""
-        if self.launcher not in ('none', 'pytorch'):
-            raise ValueError(f"launcher must be 'none' or 'pytorch', but got {self.launcher!r}")
+        if self.launcher not in ('none', 'pytorch', 'slurm', 'mpi'):
+            raise ValueError(f'launcher={self.launcher!r}: must be none, pytorch, slurm or mpi')
         if env_cfg.get('cudnn_benchmark'):
             torch.backends.cudnn.benchmark = True
         if self.launcher != 'none':

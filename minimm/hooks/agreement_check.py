@@ -1,0 +1,65 @@
+"""The agreement check CheckpointHook runs before each save: the tensors every rank should hold
+alike, and what to do when they do not (``CheckpointHook(agreement_check=...)``, a minimm
+addition; MMEngine has no such check).
+
+Replicated under DDP, so checked: the model's parameters, the parameters of the averaged copies
+other hooks keep (EMAHook, PostHocEMAHook) and the optimizer's state. Buffers (BatchNorm's
+statistics) are per-rank by nature and are checked only when a ``SyncBuffersHook`` has just
+synced them: at a save after a training epoch. A save by iteration comes before the hook's sync
+(it syncs before validation), so that checkpoint holds rank 0's statistics, as in MMEngine.
+A sharded tensor (a ``DTensor`` under FSDP) is each rank's own piece and is left out.
+The checksums travel in one collective (``minimm/dist/agreement.py``); nothing runs per iteration.
+"""
+import itertools
+from typing import List, Tuple
+
+from torch import Tensor
+
+from ..checkpoint import unwrap_model
+from ..dist import get_world_size
+from ..dist.agreement import disagreements
+from .sync_buffers_hook import SyncBuffersHook, averaged_copies
+
+AGREEMENT_CHECKS = ('warn', 'error', 'off')
+
+
+def _named(module, prefix: str, with_buffers: bool) -> List[Tuple[str, Tensor]]:
+    named = module.named_parameters()
+    if with_buffers:
+        named = itertools.chain(named, module.named_buffers())
+    return [(prefix + name, tensor) for name, tensor in named]
+
+
+def replicated_tensors(runner) -> List[Tuple[str, Tensor]]:
+    """``(name, tensor)`` for every tensor that should be the same on every rank, in an order
+    every rank shares."""
+    synced = any(isinstance(hook, SyncBuffersHook) and hook.called_in_train
+                 for hook in runner.hooks)
+    named = _named(unwrap_model(runner.model), 'model.', synced)
+    for index, copy in enumerate(averaged_copies(runner)):
+        named += _named(copy.module, f'averaged copy {index} ({type(copy).__name__}).', synced)
+    optimizer = getattr(getattr(runner, 'optim_wrapper', None), 'optimizer', None)
+    if optimizer is not None:
+        for param_id, state in sorted(optimizer.state_dict()['state'].items()):
+            named += [(f'optimizer.state.{param_id}.{key}', value)
+                      for key, value in sorted(state.items()) if isinstance(value, Tensor)]
+    return [(name, t) for name, t in named if type(t).__name__ != 'DTensor']
+
+
+def check_agreement(runner, mode: str) -> None:
+    """Compare the replicated tensors across ranks; warn (``'warn'``) or raise (``'error'``) on
+    every rank when some differ, naming them and the ranks."""
+    if mode == 'off' or get_world_size() == 1:
+        return
+    found = disagreements(replicated_tensors(runner))
+    if not found:
+        return
+    shown = '; '.join(f'{name} on rank(s) {ranks}' for name, ranks in found[:8])
+    more = f' and {len(found) - 8} more' if len(found) > 8 else ''
+    message = (f'The ranks disagree before saving the checkpoint at iteration {runner.iter}: '
+               f'{len(found)} tensor(s) differ from rank 0\'s: {shown}{more}. Rank 0 writes its '
+               "own; CheckpointHook(agreement_check='off') turns this check off, 'error' makes "
+               'it stop the run.')
+    if mode == 'error':
+        raise RuntimeError(message)
+    runner.logger.warning(message)
