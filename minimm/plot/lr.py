@@ -56,6 +56,8 @@ def mmengine_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List
     import minimm.optim  # noqa: F401  (registers the optimizers and schedulers)
     from ..optim import build_optim_wrapper
     from ..optim.scheduler.builder import build_param_scheduler
+    from ..runner.checks import check_config
+    check_config(cfg)  # what `minimm train` refuses at start, refused here in its words
     train_cfg = dict(cfg['train_cfg'])
     by_epoch = train_cfg.get('by_epoch', train_cfg.get('type') != 'IterBasedTrainLoop')
     if by_epoch:

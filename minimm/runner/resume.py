@@ -17,6 +17,7 @@ Left out compared with MMEngine: file backends. Added: ``resume`` may be a check
 path; ``resume=True`` falls back to the newest readable checkpoint when the latest one cannot be
 read; ``load_from=dict(path=..., trusted=True)`` loads a file that needs arbitrary unpickling.
 """
+import contextlib
 import os
 import os.path as osp
 import pickle
@@ -52,6 +53,17 @@ def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
 
 class CheckpointMixin:
     """The Runner's checkpoint methods."""
+
+    _loading_for: Optional[str] = None  # 'test', 'val' or 'resume' while loading for it
+
+    @contextlib.contextmanager
+    def _loading(self, purpose: str):
+        """Load checkpoints, inside the block, to ``purpose`` (``check_fit``'s rules for it)."""
+        before, self._loading_for = self._loading_for, purpose
+        try:
+            yield
+        finally:
+            self._loading_for = before
 
     def _claim_work_dir(self) -> None:
         """Lock the work dir for this run (on rank 0, which writes the checkpoints; see
@@ -131,7 +143,10 @@ class CheckpointMixin:
                 isinstance(value, torch.Tensor) for value in checkpoint.values()):
             checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys)
+        # Loading to train (load_from) may fine-tune: a head of another shape is then skipped,
+        # with a warning, as in MMEngine; to test, validate or resume, every weight must fit.
+        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys,
+                  self._loading_for or 'load', other_shapes=self._loading_for is None)
         _load_checkpoint_to_model(self.model, checkpoint, strict, self.logger, revise_keys)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
@@ -143,13 +158,20 @@ class CheckpointMixin:
         """Restore weights, counters, MessageHub, optimizer and schedulers from a checkpoint."""
         if map_location == 'default':
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
-        checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
+        with self._loading('resume'):
+            checkpoint = self.load_checkpoint(filename, map_location=map_location,
+                                              trusted=trusted)
         if 'meta' not in checkpoint:
             raise ValueError(f'cannot resume from {filename!r}: it holds weights only (keys: '
                              f'{sorted(checkpoint)[:4]}), not the counters and optimizer state of '
                              'a run; start from its weights with load_from, or test it')
-        check_fit(self.model, checkpoint['state_dict'], filename, DEFAULT_REVISE_KEYS, 'resume')
         meta = checkpoint['meta']
+        missing = [f'meta.{key}' for key in ('epoch', 'iter') if key not in meta] + \
+            ['message_hub'] * ('message_hub' not in checkpoint)
+        if missing:
+            raise ValueError(f'cannot resume from {filename!r}: it lacks {", ".join(missing)}, '
+                             'which a Runner writes into every checkpoint (is it from another '
+                             'tool?); start from its weights with load_from, or test it')
         # The loop's counters are read-only properties over these, as in MMEngine.
         self.train_loop._epoch = meta['epoch']
         self.train_loop._iter = meta['iter']
