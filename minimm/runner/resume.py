@@ -33,7 +33,7 @@ from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
-from ..work_dir import hold_work_dir, own_path
+from ..work_dir import checkpoints_in, claim_for_training, hold_work_dir, own_path
 from .loops import EpochBasedTrainLoop
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
                          _load_checkpoint_to_model, find_latest_checkpoint, get_state_dict,
@@ -86,6 +86,8 @@ class CheckpointMixin:
         ``_has_loaded``), as in MMEngine: with ``resume=True`` and no checkpoint yet, a later
         ``val()``/``test()`` on the same runner resumes from the checkpoint training just wrote.
         """
+        if self._loading_for is None and not self._resume:  # to train from the start
+            self._refuse_other_runs_checkpoints()
         if self._has_loaded:
             return
         if self._resume and self._load_from is None:
@@ -94,6 +96,17 @@ class CheckpointMixin:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
             self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
+
+    def _refuse_other_runs_checkpoints(self) -> None:
+        """A fresh run refuses a work dir holding another run's checkpoints (``work_dir.py``).
+        Rank 0 looks, so that every rank agrees even when their folders differ."""
+        found = checkpoints_in(self.work_dir)
+        if self.distributed:
+            from ..dist import broadcast_object_list
+            shared = [found]
+            broadcast_object_list(shared)
+            found = shared[0]
+        claim_for_training(self.work_dir, found)
 
     def _auto_resume(self) -> None:
         """``resume=True``: resume from the checkpoint ``last_checkpoint`` names, else from the
