@@ -175,9 +175,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     from ..config import Config
     try:
-        require_pyplot()
         cfg = Config.fromfile(args.config)
-        values = config_schedule(cfg, args.epoch_length)
+        values = config_schedule(cfg, args.epoch_length)  # a bad config is named first
+        require_pyplot()
         print(draw_schedule(values, args.out or _default_out(cfg, args.config), title=args.config))
     except ImportError as e:
         raise SystemExit(str(e))
