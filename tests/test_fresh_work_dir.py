@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from minimm.cli import DEMO_CONFIG, command_line
-from minimm.work_dir import free_work_dir
 from toy import toy_runner
 
 pytestmark = pytest.mark.ops_backend  # toy_runner's model trains through the ops
@@ -68,6 +67,7 @@ def test_the_cli_names_resume_and_a_new_work_dir(tmp_path, capsys):
 
 
 def test_the_demo_default_moves_to_a_free_folder(tmp_path):
+    from minimm.work_dir import free_work_dir
     base = str(tmp_path / 'demo')
     assert free_work_dir(base) == base
     os.makedirs(base)
