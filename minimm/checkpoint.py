@@ -244,7 +244,7 @@ def _shape(tensor) -> str:
 
 
 def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=(),
-              purpose: str = 'load', other_shapes: bool = False) -> None:
+              purpose: str = 'load', other_shapes: bool = False, keys: bool = True) -> None:
     """Raise a ValueError, before anything is loaded, when ``state_dict`` (its keys renamed by
     ``revise_keys``) cannot stand for ``module``'s weights:
 
@@ -258,7 +258,8 @@ def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=()
       go on training as before. (Testing part of a model is MMEngine's way, which its tests
       expect: the load warns then, with the keys.)
 
-    ``purpose`` ('load', 'test', 'val', 'resume') is the verb of the message."""
+    ``purpose`` ('load', 'test', 'val', 'resume') is the verb of the message. ``keys=False``
+    checks only the values (shapes, NaN), for a checkpoint whose keys hooks may still rename."""
     def revised(keys_and_values):  # both sides: a wrapper of one's own adds 'module.' too
         renamed = {}
         for key, value in keys_and_values:
@@ -271,7 +272,7 @@ def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=()
                   if 'num_batches_tracked' not in key)
     theirs = revised(state_dict.items())
     name = type(unwrap_model(module)).__name__
-    if own and not set(own) & set(theirs):
+    if keys and own and not set(own) & set(theirs):
         raise ValueError(f'checkpoint {filename!r} holds none of the weights of the model '
                          f'({name}): none of its keys ({_some(theirs)}) names a weight of the '
                          f'model ({_some(own)}). Is it another model\'s file?')
@@ -290,7 +291,7 @@ def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=()
                          f'tensors hold NaN or inf values: {_some(broken)}; give a checkpoint '
                          'written before training diverged')
     lacking = [key for key in own if key not in theirs]
-    if purpose == 'resume' and lacking:
+    if keys and purpose == 'resume' and lacking:
         raise ValueError(f'cannot resume from checkpoint {filename!r}: {len(lacking)} of the '
                          f'{len(own)} weights of the model ({name}) are missing from it '
                          f'({_some(lacking)}); to resume, give a checkpoint of this model '

@@ -22,9 +22,9 @@ class WideToy(ToyModel):
         self.bn = nn.BatchNorm1d(3)
 
 
-def _tester(work_dir, checkpoint, model=None):
+def _tester(work_dir, checkpoint, model=None, **kwargs):
     return Runner(model=model or ToyModel(), work_dir=str(work_dir), load_from=str(checkpoint),
-                  test_dataloader=toy_loader(8, 4), test_cfg=dict(),
+                  **kwargs, test_dataloader=toy_loader(8, 4), test_cfg=dict(),
                   test_evaluator=ScriptedMetric([50.0]), val_dataloader=toy_loader(8, 4),
                   val_cfg=dict(), val_evaluator=ScriptedMetric([50.0]))
 
@@ -44,6 +44,14 @@ def test_testing_a_checkpoint_of_other_shapes_names_them_and_stops(tmp_path, tra
         f'cannot {mode} from checkpoint {trained!r}: 6 of its weights have another shape than '
         'in the model (WideToy): linear.weight [2, 4] (model: [3, 4]), linear.bias [2] '
         '(model: [3]), bn.weight [2] (model: [3]), ...; give a checkpoint of this model')
+
+
+def test_other_shapes_are_named_before_ema_hook_loads_its_copy(tmp_path, trained):
+    runner = _tester(tmp_path / 'b', trained, WideToy(), custom_hooks=[dict(type='EMAHook')])
+    with pytest.raises(ValueError, match=r'^cannot test from checkpoint .*6 of its weights'):
+        runner.test()
+    with open(osp.join(runner.log_dir, f'{runner.timestamp}.log')) as f:
+        assert 'do not match exactly' not in f.read()  # the EMA copy's load never started
 
 
 def test_a_checkpoint_with_nan_weights_is_named_with_the_count(tmp_path, trained):

@@ -155,11 +155,16 @@ class CheckpointMixin:
         if 'state_dict' not in checkpoint and checkpoint and all(
                 isinstance(value, torch.Tensor) for value in checkpoint.values()):
             checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
-        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         # Loading to train (load_from) may fine-tune: a head of another shape is then skipped,
         # with a warning, as in MMEngine; to test, validate or resume, every weight must fit.
+        # Values are checked before the hooks see the file too (EMAHook loads it into its copy),
+        # keys only after: a hook may rename them.
+        fit = dict(purpose=self._loading_for or 'load', other_shapes=self._loading_for is None)
         check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys,
-                  self._loading_for or 'load', other_shapes=self._loading_for is None)
+                  keys=False, **fit)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys,
+                  **fit)
         _load_checkpoint_to_model(self.model, checkpoint, strict, self.logger, revise_keys)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
