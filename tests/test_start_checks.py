@@ -44,7 +44,10 @@ def _warnings(runner) -> list:
 
 
 def test_epoch_checkpoints_and_epoch_metric_steps_in_an_iteration_loop_are_warned(tmp_path):
-    logger, checkpoint = _warnings(toy_runner(tmp_path, by_epoch=False, max_=6))
+    named = dict(checkpoint=dict(type='CheckpointHook', interval=1),
+                 logger=dict(type='LoggerHook', interval=5))
+    logger, checkpoint = _warnings(toy_runner(tmp_path, by_epoch=False, max_=6,
+                                              default_hooks=named))
     assert checkpoint.startswith('default_hooks.checkpoint.by_epoch=True in an iteration-based '
                                  'train loop: no epoch ends before training does')
     assert 'set default_hooks.checkpoint.by_epoch=False' in checkpoint
@@ -53,7 +56,10 @@ def test_epoch_checkpoints_and_epoch_metric_steps_in_an_iteration_loop_are_warne
         checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=3),
         logger=dict(type='LoggerHook', log_metric_by_epoch=False)))
     assert _warnings(set_right) == []
-    assert _warnings(toy_runner(tmp_path / 'c', by_epoch=True, max_=1)) == []  # an epoch loop
+    assert _warnings(toy_runner(tmp_path / 'c', by_epoch=True, max_=1,
+                                default_hooks=named)) == []  # an epoch loop
+    # The untouched defaults say nothing (every short demo would warn).
+    assert _warnings(toy_runner(tmp_path / 'd', by_epoch=False, max_=6)) == []
 
 
 def test_load_from_of_another_type_is_named_at_start(tmp_path):

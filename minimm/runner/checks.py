@@ -257,13 +257,14 @@ def _option(hook, key: str):
 
 def warn_by_epoch(train_loop, default_hooks: Optional[dict], custom_hooks: Optional[list],
                   has_val: bool, logger) -> None:
-    """Warn, at start, about the hooks' ``by_epoch`` settings that an iteration-based loop cannot
-    honour (MMEngine says nothing): CheckpointHook(by_epoch=True) saves once, at the end; and
-    LoggerHook(log_metric_by_epoch=True) logs every validation at step 0."""
+    """Warn, at start, about the ``by_epoch`` settings of the hooks a config names that an
+    iteration-based loop cannot honour (MMEngine says nothing): CheckpointHook(by_epoch=True)
+    saves once, at the end; LoggerHook(log_metric_by_epoch=True) logs every validation at 0."""
     if train_loop_kind(train_loop) != 'iter':
         return
-    hooks = [(f'default_hooks.{key}', hook) for key, hook in
-             {**DEFAULT_HOOKS, **(default_hooks or {})}.items() if hook is not None]
+    # Only the hooks a config names: the untouched defaults would warn in every short demo.
+    hooks = [(f'default_hooks.{key}', hook) for key, hook in (default_hooks or {}).items()
+             if hook is not None]
     hooks += [(f'custom_hooks[{index}]', hook) for index, hook in enumerate(custom_hooks or [])]
     for where, hook in hooks:
         cls = class_of(hook, HOOKS)
