@@ -46,8 +46,8 @@ def _warnings(runner) -> list:
 def test_epoch_checkpoints_and_epoch_metric_steps_in_an_iteration_loop_are_warned(tmp_path):
     named = dict(checkpoint=dict(type='CheckpointHook', interval=1),
                  logger=dict(type='LoggerHook', interval=5))
-    logger, checkpoint = _warnings(toy_runner(tmp_path, by_epoch=False, max_=6,
-                                              default_hooks=named))
+    checkpoint, logger = sorted(_warnings(toy_runner(tmp_path, by_epoch=False, max_=6,
+                                                     default_hooks=named)))
     assert checkpoint.startswith('default_hooks.checkpoint.by_epoch=True in an iteration-based '
                                  'train loop: no epoch ends before training does')
     assert 'set default_hooks.checkpoint.by_epoch=False' in checkpoint
