@@ -273,13 +273,27 @@ def _some(keys) -> str:
     return ', '.join(keys[:3]) + (', ...' if len(keys) > 3 else '') if keys else 'none'
 
 
+def _shape(tensor) -> str:
+    return str(list(getattr(tensor, 'shape', ())))
+
+
 def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=(),
-              purpose: Optional[str] = None) -> None:
-    """Raise a ValueError when no key of ``state_dict`` (renamed by ``revise_keys``) names one of
-    ``module``'s weights (another model's file, a dict of other things); with ``purpose``
-    ('resume', 'test'), also when it lacks any of them: a partly loaded model cannot go on
-    training as before. (Loading part of a model to test it is MMEngine's way, which its tests
-    expect: the runner warns then, with the keys.)"""
+              purpose: str = 'load', other_shapes: bool = False, keys: bool = True) -> None:
+    """Raise a ValueError, before anything is loaded, when ``state_dict`` (its keys renamed by
+    ``revise_keys``) cannot stand for ``module``'s weights:
+
+    * no key names one of the module's weights (another model's file, a dict of other things);
+    * a weight it holds has another shape than the module's (the first few are named, with both
+      shapes): a model tested with its random weights there gives a random number. Unless
+      ``other_shapes`` (``load_from`` to fine-tune: MMEngine skips them with a warning, so a
+      checkpoint with another head starts a new task);
+    * a floating weight holds NaN or inf (named, with the count): nothing useful runs from it;
+    * ``purpose='resume'`` and any weight of the module is missing: a partly loaded model cannot
+      go on training as before. (Testing part of a model is MMEngine's way, which its tests
+      expect: the load warns then, with the keys.)
+
+    ``purpose`` ('load', 'test', 'val', 'resume') is the verb of the message. ``keys=False``
+    checks only the values (shapes, NaN), for a checkpoint whose keys hooks may still rename."""
     def revised(keys_and_values):  # both sides: a wrapper of one's own adds 'module.' too
         renamed = {}
         for key, value in keys_and_values:
@@ -291,18 +305,31 @@ def check_fit(module: nn.Module, state_dict: dict, filename: str, revise_keys=()
     own = revised((key, value) for key, value in unwrap_model(module).state_dict().items()
                   if 'num_batches_tracked' not in key)
     theirs = revised(state_dict.items())
-    lacking = [key for key, value in own.items()
-               if getattr(theirs.get(key), 'shape', None) != value.shape]
     name = type(unwrap_model(module)).__name__
-    if own and not set(own) & set(theirs):  # same names, other shapes: a resized head, say
+    if keys and own and not set(own) & set(theirs):
         raise ValueError(f'checkpoint {filename!r} holds none of the weights of the model '
                          f'({name}): none of its keys ({_some(theirs)}) names a weight of the '
                          f'model ({_some(own)}). Is it another model\'s file?')
-    if purpose is not None and lacking:
-        raise ValueError(f'cannot {purpose} from checkpoint {filename!r}: {len(lacking)} of the '
-                         f'{len(own)} weights of the model ({name}) are missing from it or have '
-                         f'another shape ({_some(lacking)}); to {purpose}, give a checkpoint of '
-                         'this model (load_from starts from part of another model\'s weights)')
+    resized = [f'{key} {_shape(theirs[key])} (model: {_shape(value)})'
+               for key, value in own.items() if key in theirs and
+               getattr(theirs[key], 'shape', None) != value.shape]
+    if resized and not other_shapes:
+        raise ValueError(f'cannot {purpose} from checkpoint {filename!r}: {len(resized)} of its '
+                         f'weights have another shape than in the model ({name}): '
+                         f'{_some(resized)}; give a checkpoint of this model')
+    broken = [f'{key} ({int((~value.isfinite()).sum())} of {value.numel()})'
+              for key, value in theirs.items() if isinstance(value, torch.Tensor) and
+              value.is_floating_point() and not bool(value.isfinite().all())]
+    if broken:
+        raise ValueError(f'cannot {purpose} from checkpoint {filename!r}: {len(broken)} of its '
+                         f'tensors hold NaN or inf values: {_some(broken)}; give a checkpoint '
+                         'written before training diverged')
+    lacking = [key for key in own if key not in theirs]
+    if keys and purpose == 'resume' and lacking:
+        raise ValueError(f'cannot resume from checkpoint {filename!r}: {len(lacking)} of the '
+                         f'{len(own)} weights of the model ({name}) are missing from it '
+                         f'({_some(lacking)}); to resume, give a checkpoint of this model '
+                         '(load_from starts from part of another model\'s weights)')
 
 
 def load_what_fits(module: nn.Module, state_dict: dict, what: str = 'model') -> Optional[str]:

@@ -79,7 +79,8 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
                              "one written by MMEngine); it can run code: only for files you trust")
     parser.add_argument('--work-dir', help='where checkpoints and logs go (overrides the config)')
     _add_verbose(parser)
-    parser.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE',
+    # 'extend': a second --cfg-options adds to the first (MMEngine's DictAction merges them).
+    parser.add_argument('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
                         help='override config entries, e.g. train_cfg.max_epochs=2 '
                              'custom_hooks.0.momentum=0.001')
 
@@ -142,7 +143,8 @@ def cmd_test(args) -> None:
 def cmd_demo(args) -> None:
     from .runner import Runner
     options = None if args.epochs is None else [f'train_cfg.max_epochs={args.epochs}']
-    cfg = _load_config(DEMO_CONFIG, args.work_dir or 'work_dirs/demo', options)
+    from .work_dir import free_work_dir  # a second demo keeps the first one's checkpoints
+    cfg = _load_config(DEMO_CONFIG, args.work_dir or free_work_dir('work_dirs/demo'), options)
     runner = Runner.from_cfg(cfg)  # logs the hook table (per stage, the hooks in call order)
     runner.train()
     final = runner.message_hub.get_scalar('val/accuracy/top1').current()
@@ -221,7 +223,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     sub = parser.add_subparsers(dest='command', required=True)
 
     demo = sub.add_parser('demo', help='train the shipped digits CNN with EMA (under a minute)')
-    demo.add_argument('--work-dir', help='default: work_dirs/demo')
+    demo.add_argument('--work-dir', help='default: work_dirs/demo (or demo_2... if it holds '
+                                         'an earlier demo\'s checkpoints)')
     demo.add_argument('--epochs', type=_positive_int, help='override train_cfg.max_epochs')
     _add_verbose(demo)
 

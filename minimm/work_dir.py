@@ -14,6 +14,13 @@ runners on one work dir one after the other. Both worlds use it (``Runner`` and 
 ``BaseRunner``), on rank 0 only, as only rank 0 writes checkpoints. Where ``fcntl`` does not exist
 (Windows) there is no lock. MMEngine and MMCV have none.
 
+**A fresh run never overwrites another's checkpoints.** A run that starts training without
+resuming refuses a work dir that already holds checkpoints (``last_checkpoint``, ``latest.pth``,
+``epoch_N``/``iter_N``/``best_*`` files): they are another run's, and the new one would replace
+them file by file (MMEngine and MMCV do, without a word). The message names ``--resume`` and a new
+work dir. Runs of one process (a script or a test training runner after runner in one folder)
+count as one: only files that were there before this process first trained in it are guarded.
+
 **Only its own files.** A checkpoint records the paths of the files a run keeps (the best
 checkpoint, the latest one), and a resumed run deletes the previous best when it finds a better
 one. After ``cp -r A B``, B's checkpoints still name A's files: MMEngine (and MMCV) then delete
@@ -34,6 +41,7 @@ except ImportError:  # Windows
     fcntl = None
 
 _held: Dict[str, List] = {}  # lock path -> [open file, how many runners of this process hold it]
+_trained_here = set()  # the real paths of the work dirs this process has started training in
 
 
 class WorkDirBusyError(RuntimeError):
@@ -50,6 +58,38 @@ def make_work_dir(work_dir: str, create: bool = True) -> str:
     if create:
         os.makedirs(work_dir, exist_ok=True)
     return work_dir
+
+
+def checkpoints_in(work_dir: str) -> List[str]:
+    """The names of the files in ``work_dir`` that a run writes as or about its checkpoints."""
+    from .checkpoint import NUMBERED
+    names = sorted(os.listdir(work_dir)) if osp.isdir(work_dir) else []
+    return [name for name in names if name in ('last_checkpoint', 'latest.pth')
+            or NUMBERED.fullmatch(name) or (name.startswith('best_') and name.endswith('.pth'))]
+
+
+def claim_for_training(work_dir: str, found: Optional[List[str]] = None) -> None:
+    """Refuse to start a fresh run (not resumed) in a work dir holding another run's checkpoints
+    (``found``: ``checkpoints_in(work_dir)``, which rank 0 may pass to every rank)."""
+    real = osp.realpath(work_dir)
+    found = checkpoints_in(work_dir) if found is None else found
+    if real not in _trained_here and found:
+        shown = ', '.join(found[:3]) + (', ...' if len(found) > 3 else '')
+        raise FileExistsError(f'work_dir {work_dir} holds the checkpoints of another run '
+                              f'({shown}), which a fresh run would overwrite: continue that run '
+                              'with --resume (resume=True), or give this run a new work_dir '
+                              '(--work-dir)')
+    _trained_here.add(real)
+
+
+def free_work_dir(base: str) -> str:
+    """``base``, or ``base_2``, ``base_3``... the first that holds no checkpoints (``minimm
+    demo``'s default, so a second demo keeps the first one's files)."""
+    number, path = 1, base
+    while checkpoints_in(path):
+        number += 1
+        path = f'{base}_{number}'
+    return path
 
 
 def own_path(recorded: Optional[str], folder: str) -> Optional[str]:

@@ -165,3 +165,12 @@ def kill_resume_and_compare(tmp_path, capsys):
     assert table[0].split() == ['sigma_rel', 'accuracy/top1']
     assert [row.split()[0] for row in table[1:3]] == ['0.050', '0.100']
     assert table[3].startswith(('curve: ', 'no picture: '))
+
+
+def test_sigma_rels_that_would_share_a_snapshot_name_are_refused():
+    # Snapshot files and checkpoint keys name a width to 3 decimals: 0.1 and 0.1004 would
+    # overwrite each other's files.
+    with pytest.raises(ValueError, match=r'^PostHocEMAHook: sigma_rels 0.1 and 0.1004 would both '
+                                         r'be saved as sigma_0.100: give widths that differ'):
+        PostHocEMAHook(sigma_rels=(0.05, 0.1, 0.1004))
+    assert PostHocEMAHook(sigma_rels=(0.1, 0.101)).sigma_rels == (0.1, 0.101)

@@ -138,7 +138,8 @@ def toy_runner(tmp_path, by_epoch=True, max_=2, custom_hooks=(), val=True, **kwa
     kwargs.setdefault('train_dataloader', toy_loader(12, 4))
     kwargs.setdefault('optim_wrapper', dict(optimizer=dict(type='SGD', lr=0.1)))
     torch.manual_seed(0)  # the same initial weights in every run
-    return Runner(model=ToyModel(), work_dir=str(tmp_path), train_cfg=train_cfg,
+    model = kwargs.pop('model', None)
+    return Runner(model=ToyModel() if model is None else model, work_dir=str(tmp_path), train_cfg=train_cfg,
                   custom_hooks=list(custom_hooks), randomness=dict(seed=0), **val_kwargs,
                   **kwargs)
 

@@ -57,6 +57,14 @@ class PostHocEMAHook(Hook):
         if not 1 <= len(sigma_rels) <= MAX_TARGETS or len(set(sigma_rels)) != len(sigma_rels):
             raise ValueError(f'PostHocEMAHook: sigma_rels={sigma_rels!r} must hold 1 to '
                              f'{MAX_TARGETS} different widths')
+        named = {}  # a width's snapshots and checkpoint entry are named by it to 3 decimals
+        for sigma_rel in (s for s in sigma_rels if isinstance(s, float | int)):
+            name = f'{sigma_rel:.3f}'
+            if name in named:
+                raise ValueError(f'PostHocEMAHook: sigma_rels {named[name]!r} and {sigma_rel!r} '
+                                 f'would both be saved as sigma_{name}: give widths that differ '
+                                 'within 3 decimals')
+            named[name] = sigma_rel
         if (isinstance(snapshot_interval, bool) or not isinstance(snapshot_interval, int)
                 or snapshot_interval < 1):
             raise ValueError(f'PostHocEMAHook: snapshot_interval={snapshot_interval!r} must be a '

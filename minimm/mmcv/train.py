@@ -24,7 +24,7 @@ from minimm.dist import get_dist_info, init_dist
 from minimm.logging import MMLogger
 from minimm.randomness import set_random_seed
 from minimm.registry import DATASETS, MODELS
-from minimm.work_dir import lock_work_dir, make_work_dir
+from minimm.work_dir import claim_for_training, lock_work_dir, make_work_dir
 
 from . import digits  # noqa: F401 (registers the MMCV-style digits model and dataset)
 from .builder import build_runner
@@ -61,6 +61,8 @@ def train_model(cfg, distributed: bool = False, validate: bool = True) -> object
     # (the runner takes it too, for its own lifetime).
     release = lock_work_dir(work_dir) if get_dist_info()[0] == 0 else (lambda: None)
     try:
+        if not cfg.get('resume_from'):  # a fresh run keeps another run's checkpoints
+            claim_for_training(work_dir)
         return _build_and_run(cfg, work_dir, distributed, validate)
     finally:
         release()

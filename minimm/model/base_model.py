@@ -157,6 +157,11 @@ class BaseModel(nn.Module, metaclass=ABCMeta):
             data = self.data_preprocessor(data, True)
             losses = self._run_forward(data, mode='loss')
         parsed_losses, log_vars = self.parse_losses(losses)
+        if torch.is_grad_enabled() and not parsed_losses.requires_grad:  # torch's words are vague
+            raise RuntimeError(
+                f"{type(self).__name__}.forward(mode='loss') returned losses without a gradient "
+                f"({', '.join(key for key in losses if 'loss' in key)}): compute them from the "
+                'model\'s outputs, without .detach(), .item() or torch.no_grad()')
         optim_wrapper.update_params(parsed_losses)
         return log_vars
 

@@ -46,6 +46,11 @@ def save_figure(fig, out: str, dpi: int = 80) -> str:
 def find_scalar_logs(work_dir: str) -> List[str]:
     """The scalar logs under ``work_dir``, oldest first: one per run (a resumed run writes a new
     one); ``work_dir`` may also be a log file itself."""
+    if osp.isfile(work_dir) and not work_dir.endswith('.json'):
+        hint = f'; to see the LR schedule of a config without training: minimm plot-lr ' \
+            f'{work_dir}' if work_dir.endswith('.py') else ''
+        raise ValueError(f'minimm plot takes a run\'s work dir (or its scalars.json or .log.json), '
+                         f'but got the file {work_dir}{hint}')
     if osp.isfile(work_dir):
         return [work_dir]
     if not osp.isdir(work_dir):

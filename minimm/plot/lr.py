@@ -56,6 +56,8 @@ def mmengine_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List
     import minimm.optim  # noqa: F401  (registers the optimizers and schedulers)
     from ..optim import build_optim_wrapper
     from ..optim.scheduler.builder import build_param_scheduler
+    from ..runner.checks import check_config
+    check_config(cfg)  # what `minimm train` refuses at start, refused here in its words
     train_cfg = dict(cfg['train_cfg'])
     by_epoch = train_cfg.get('by_epoch', train_cfg.get('type') != 'IterBasedTrainLoop')
     if by_epoch:
@@ -173,9 +175,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     from ..config import Config
     try:
-        require_pyplot()
         cfg = Config.fromfile(args.config)
-        values = config_schedule(cfg, args.epoch_length)
+        values = config_schedule(cfg, args.epoch_length)  # a bad config is named first
+        require_pyplot()
         print(draw_schedule(values, args.out or _default_out(cfg, args.config), title=args.config))
     except ImportError as e:
         raise SystemExit(str(e))

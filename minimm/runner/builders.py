@@ -32,7 +32,7 @@ from ..optim.scheduler import build_param_scheduler
 from ..checkpoint import unwrap_model
 from ..registry import EVALUATOR, LOG_PROCESSORS, LOOPS, MODEL_WRAPPERS, MODELS, VISUALIZERS
 from .base_loop import BaseLoop
-from .checks import check_train_cfg, class_of
+from .checks import check_train_cfg, train_loop_kind
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
 
@@ -207,10 +207,8 @@ class BuildMixin:
         cfg = dict(loop)
         if 'type' in cfg and 'by_epoch' in cfg:
             raise RuntimeError('Only one of `type` or `by_epoch` can exist in `loop_cfg`.')
-        loop_type = class_of(cfg, LOOPS) if 'type' in cfg else None
-        if 'type' not in cfg or (isinstance(loop_type, type) and
-                                 issubclass(loop_type, (EpochBasedTrainLoop, IterBasedTrainLoop))):
-            check_train_cfg(cfg, self.logger)  # a custom loop may read these keys its own way
+        if train_loop_kind(cfg) is not None:  # a custom loop may read these keys its own way
+            check_train_cfg(cfg, self.logger)
         if 'type' in cfg:
             return LOOPS.build(cfg, default_args=dict(runner=self,
                                                    dataloader=self._train_dataloader))

@@ -8,6 +8,7 @@ what is allowed, instead of a crash later: ``val_interval=0`` (MMEngine divides 
 first epoch), ``max_epochs='two'``, a ``param_scheduler`` of the wrong shape.
 """
 import numbers
+import os
 from typing import Dict, List, Optional
 
 from torch.utils.data import DataLoader
@@ -53,6 +54,20 @@ def check_train_cfg(cfg: dict, logger) -> None:
                            f'set {key} >= 1 to train')
 
 
+def train_loop_kind(train_cfg) -> Optional[str]:
+    """'epoch' or 'iter' for a built-in train loop (or a subclass of one), given as a config or
+    built; None for a loop of one's own (or an unknown ``type``), which may read ``train_cfg``
+    its own way (MMEngine builds it with whatever keys it has)."""
+    from .loops import EpochBasedTrainLoop, IterBasedTrainLoop  # loops.py imports this file
+    if isinstance(train_cfg, dict) and 'type' not in train_cfg:
+        return 'epoch' if train_cfg.get('by_epoch', True) else 'iter'
+    cls = class_of(train_cfg, LOOPS) if isinstance(train_cfg, dict) else type(train_cfg)
+    for kind, loop in (('iter', IterBasedTrainLoop), ('epoch', EpochBasedTrainLoop)):
+        if isinstance(cls, type) and issubclass(cls, loop):
+            return kind
+    return None
+
+
 def class_of(entry, registry) -> Optional[type]:
     """The class a config entry of ``registry`` builds (a built object's own class), looked up
     as the build does: in the registry that the default scope (or the entry's ``_scope_``)
@@ -63,6 +78,14 @@ def class_of(entry, registry) -> Optional[type]:
         return entry['type']
     with registry.switch_scope_and_registry(entry.get('_scope_')) as registry:
         return registry.get(entry['type'])
+
+
+def warn_hooks(train_cfg, default_hooks: Optional[dict], custom_hooks: Optional[list],
+               has_val: bool, logger) -> None:
+    """What a Runner warns about its hooks once they are known (``warn_duplicate_hooks``,
+    ``warn_by_epoch``)."""
+    warn_duplicate_hooks(default_hooks, custom_hooks, logger)
+    warn_by_epoch(train_cfg, default_hooks, custom_hooks, has_val, logger)
 
 
 def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
@@ -146,6 +169,17 @@ def _check_dataloader(loader, where: str) -> None:
     _check_entry(loader.get('dataset'), DATASETS, f'{where}.dataset')
 
 
+def check_config(cfg) -> None:
+    """``check_options`` on a whole config, for a command that reads one without building a
+    Runner (``minimm plot-lr``): the same values are refused, in the same words, as by train."""
+    check_options({key: cfg.get(key) for key in CHECKED_OPTIONS})
+
+
+CHECKED_OPTIONS = ('param_scheduler', 'optim_wrapper', 'train_dataloader', 'val_dataloader',
+                   'test_dataloader', 'default_hooks', 'custom_hooks', 'train_cfg', 'val_cfg',
+                   'test_cfg', 'load_from')
+
+
 def check_options(options: dict) -> None:
     """Check the values of a Runner's options (its constructor's arguments, by name) before
     anything is built: every option of the built-in hooks, loops, schedulers, optimizer
@@ -158,7 +192,7 @@ def check_options(options: dict) -> None:
     for index, hook in enumerate(options['custom_hooks'] or []):
         _check_hook(hook, f'custom_hooks[{index}]')
     train_cfg = options['train_cfg']
-    if isinstance(train_cfg, dict):
+    if isinstance(train_cfg, dict) and train_loop_kind(train_cfg) is not None:
         default = 'EpochBasedTrainLoop' if train_cfg.get('by_epoch', True) else \
             'IterBasedTrainLoop'
         wrong = problem('bool', train_cfg.get('by_epoch', True))
@@ -185,3 +219,61 @@ def check_options(options: dict) -> None:
     for index, entry in enumerate(schedulers if isinstance(schedulers, (list, tuple)) else
                                   [schedulers]):
         _check_entry(entry, PARAM_SCHEDULERS, f'param_scheduler[{index}]')
+    if train_loop_kind(train_cfg) == 'iter':
+        _check_schedulers_step(schedulers)
+    load_from = options['load_from']
+    if not isinstance(load_from, (str, os.PathLike, dict, type(None))):
+        raise TypeError(f'load_from={load_from!r}: must be a checkpoint path (a str), '
+                        "dict(path=..., trusted=True) or None")
+
+
+def _check_schedulers_step(schedulers) -> None:
+    """In an iteration-based loop the only epoch ends after the last iteration, so a scheduler
+    with ``by_epoch=True`` would never change the lr during training (MMEngine runs it so, with
+    no word): an error naming it, as nothing about such a run is what the config says."""
+    if isinstance(schedulers, dict) and 'type' not in schedulers:  # one list per optimizer
+        named = [(f'param_scheduler.{key}', value) for key, value in schedulers.items()]
+    else:
+        named = [('param_scheduler', schedulers)]
+    for where, entries in named:
+        single = not isinstance(entries, (list, tuple))
+        for index, entry in enumerate([entries] if single else entries):
+            if isinstance(entry, dict):
+                by_epoch = entry.get('by_epoch', True) and not entry.get('convert_to_iter_based')
+            else:
+                by_epoch = getattr(entry, 'by_epoch', False)
+            if by_epoch:
+                raise ValueError(
+                    f'{where}{"" if single else f"[{index}]"}.by_epoch=True in an iteration-based '
+                    'train loop: it would step only after the last iteration, never during '
+                    'training; set by_epoch=False (begin/end in iterations), or '
+                    'convert_to_iter_based=True (begin/end in epochs of the train dataloader)')
+
+
+def _option(hook, key: str):
+    """A hook's option, from its config or the built hook; True (the default) when not given."""
+    return hook.get(key, True) if isinstance(hook, dict) else getattr(hook, key, True)
+
+
+def warn_by_epoch(train_loop, default_hooks: Optional[dict], custom_hooks: Optional[list],
+                  has_val: bool, logger) -> None:
+    """Warn, at start, about the ``by_epoch`` settings of the hooks a config names that an
+    iteration-based loop cannot honour (MMEngine says nothing): CheckpointHook(by_epoch=True)
+    saves once, at the end; LoggerHook(log_metric_by_epoch=True) logs every validation at 0."""
+    if train_loop_kind(train_loop) != 'iter':
+        return
+    # Only the hooks a config names: the untouched defaults would warn in every short demo.
+    hooks = [(f'default_hooks.{key}', hook) for key, hook in (default_hooks or {}).items()
+             if hook is not None]
+    hooks += [(f'custom_hooks[{index}]', hook) for index, hook in enumerate(custom_hooks or [])]
+    for where, hook in hooks:
+        cls = class_of(hook, HOOKS)
+        names = [klass.__name__ for klass in getattr(cls, '__mro__', ())]
+        if 'CheckpointHook' in names and _option(hook, 'by_epoch') is True:
+            logger.warning(f'{where}.by_epoch=True in an iteration-based train loop: no epoch '
+                           'ends before training does, so it saves only at the end; set '
+                           f'{where}.by_epoch=False to save every `interval` iterations')
+        if 'LoggerHook' in names and has_val and _option(hook, 'log_metric_by_epoch') is True:
+            logger.warning(f'{where}.log_metric_by_epoch=True in an iteration-based train loop: '
+                           'every validation is logged at epoch 0; set '
+                           f'{where}.log_metric_by_epoch=False to log it at its iteration')

@@ -245,6 +245,20 @@ class _EvalLoop(BaseLoop):
             self.run_iter(idx, data_batch)
         return self.evaluator.evaluate(len(self.dataloader.dataset))
 
+    def _process(self, outputs, data_batch, mode: str) -> None:
+        """``evaluator.process``; when the metrics cannot read what the model returned and that
+        is not a list (a raw tensor, say), the error names the model and what it should return."""
+        try:
+            self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        except Exception as error:
+            if isinstance(outputs, (list, tuple)):
+                raise
+            raise TypeError(
+                f"{self.runner.model_name}.{mode}_step (forward(mode='predict')) returned a "
+                f'{type(outputs).__name__}, which the metrics cannot read ({type(error).__name__}: '
+                f'{error}): return a list with one prediction per sample (data samples or '
+                'dicts, as the metrics read them)') from error
+
     def _autocast(self):
         """autocast (float16 on a GPU, bfloat16 on a CPU) when ``fp16``, as MMEngine's loops."""
         device_type = 'cuda' if torch.cuda.is_available() else 'cpu'
@@ -268,7 +282,7 @@ class ValLoop(_EvalLoop):
         self.runner.call_hook('before_val_iter', batch_idx=idx, data_batch=data_batch)
         with self._autocast():
             outputs = self.runner.model.val_step(data_batch)
-        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self._process(outputs, data_batch, 'val')
         self.runner.call_hook('after_val_iter', batch_idx=idx, data_batch=data_batch,
                               outputs=outputs)
 
@@ -290,6 +304,6 @@ class TestLoop(_EvalLoop):
         self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=data_batch)
         with self._autocast():
             outputs = self.runner.model.test_step(data_batch)
-        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self._process(outputs, data_batch, 'test')
         self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=data_batch,
                               outputs=outputs)

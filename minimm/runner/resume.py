@@ -17,6 +17,7 @@ Left out compared with MMEngine: file backends. Added: ``resume`` may be a check
 path; ``resume=True`` falls back to the newest readable checkpoint when the latest one cannot be
 read; ``load_from=dict(path=..., trusted=True)`` loads a file that needs arbitrary unpickling.
 """
+import contextlib
 import os
 import os.path as osp
 import pickle
@@ -32,7 +33,8 @@ from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
-from ..work_dir import hold_work_dir, make_work_dir, own_path
+from ..work_dir import (checkpoints_in, claim_for_training, hold_work_dir, make_work_dir,
+                        own_path)
 from .loops import EpochBasedTrainLoop
 from .world_size import world_size_change_message
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
@@ -53,6 +55,17 @@ def parse_load_from(load_from) -> Tuple[Optional[str], bool]:
 
 class CheckpointMixin:
     """The Runner's checkpoint methods."""
+
+    _loading_for: Optional[str] = None  # 'test', 'val' or 'resume' while loading for it
+
+    @contextlib.contextmanager
+    def _loading(self, purpose: str):
+        """Load checkpoints, inside the block, to ``purpose`` (``check_fit``'s rules for it)."""
+        before, self._loading_for = self._loading_for, purpose
+        try:
+            yield
+        finally:
+            self._loading_for = before
 
     def _claim_work_dir(self) -> None:
         """Lock the work dir for this run (on rank 0, which writes the checkpoints; see
@@ -77,6 +90,8 @@ class CheckpointMixin:
         ``_has_loaded``), as in MMEngine: with ``resume=True`` and no checkpoint yet, a later
         ``val()``/``test()`` on the same runner resumes from the checkpoint training just wrote.
         """
+        if self._loading_for is None and not self._resume:  # to train from the start
+            self._refuse_other_runs_checkpoints()
         if self._has_loaded:
             return
         if self._resume and self._load_from is None:
@@ -85,6 +100,17 @@ class CheckpointMixin:
             self.resume(self._load_from, trusted=self._trust_checkpoint)
         elif self._load_from is not None:
             self.load_checkpoint(self._load_from, trusted=self._trust_checkpoint)
+
+    def _refuse_other_runs_checkpoints(self) -> None:
+        """A fresh run refuses a work dir holding another run's checkpoints (``work_dir.py``).
+        Rank 0 looks, so that every rank agrees even when their folders differ."""
+        found = checkpoints_in(self.work_dir)
+        if self.distributed:
+            from ..dist import broadcast_object_list
+            shared = [found]
+            broadcast_object_list(shared)
+            found = shared[0]
+        claim_for_training(self.work_dir, found)
 
     def _auto_resume(self) -> None:
         """``resume=True``: resume from the checkpoint ``last_checkpoint`` names, else from the
@@ -133,8 +159,16 @@ class CheckpointMixin:
         if 'state_dict' not in checkpoint and checkpoint and all(
                 isinstance(value, torch.Tensor) for value in checkpoint.values()):
             checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
+        # Loading to train (load_from) may fine-tune: a head of another shape is then skipped,
+        # with a warning, as in MMEngine; to test, validate or resume, every weight must fit.
+        # Values are checked before the hooks see the file too (EMAHook loads it into its copy),
+        # keys only after: a hook may rename them.
+        fit = dict(purpose=self._loading_for or 'load', other_shapes=self._loading_for is None)
+        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys,
+                  keys=False, **fit)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys)
+        check_fit(self.model, checkpoint.get('state_dict', checkpoint), filename, revise_keys,
+                  **fit)
         _load_checkpoint_to_model(self.model, checkpoint, strict, self.logger, revise_keys)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
@@ -146,13 +180,20 @@ class CheckpointMixin:
         """Restore weights, counters, MessageHub, optimizer and schedulers from a checkpoint."""
         if map_location == 'default':
             map_location = 'cuda' if torch.cuda.is_available() else 'cpu'
-        checkpoint = self.load_checkpoint(filename, map_location=map_location, trusted=trusted)
+        with self._loading('resume'):
+            checkpoint = self.load_checkpoint(filename, map_location=map_location,
+                                              trusted=trusted)
         if 'meta' not in checkpoint:
             raise ValueError(f'cannot resume from {filename!r}: it holds weights only (keys: '
                              f'{sorted(checkpoint)[:4]}), not the counters and optimizer state of '
                              'a run; start from its weights with load_from, or test it')
-        check_fit(self.model, checkpoint['state_dict'], filename, DEFAULT_REVISE_KEYS, 'resume')
         meta = checkpoint['meta']
+        missing = [f'meta.{key}' for key in ('epoch', 'iter') if key not in meta] + \
+            ['message_hub'] * ('message_hub' not in checkpoint)
+        if missing:
+            raise ValueError(f'cannot resume from {filename!r}: it lacks {", ".join(missing)}, '
+                             'which a Runner writes into every checkpoint (is it from another '
+                             'tool?); start from its weights with load_from, or test it')
         # The loop's counters are read-only properties over these, as in MMEngine.
         self.train_loop._epoch = meta['epoch']
         self.train_loop._iter = meta['iter']

@@ -55,7 +55,7 @@ from ..work_dir import make_work_dir
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
-from .checks import check_options, warn_duplicate_hooks
+from .checks import check_options, warn_hooks
 
 ConfigType = Union[dict, Config]
 
@@ -178,7 +178,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
-        warn_duplicate_hooks(default_hooks, custom_hooks, self.logger)
+        warn_hooks(train_cfg, default_hooks, custom_hooks, val_cfg is not None, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
                          extra=self._details)
@@ -357,7 +357,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         with self._closing_on_failure():
             setattr(self, f'_{mode}_loop', self._build_eval_loop(loop, mode))
             self.call_hook('before_run')
-            self.load_or_resume()
+            with self._loading(mode):  # a checkpoint to evaluate must fit the model whole
+                self.load_or_resume()
             metrics = getattr(self, f'_{mode}_loop').run()
             self._after_run()
         return metrics
