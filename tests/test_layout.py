@@ -15,7 +15,7 @@ ROOT = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'minimm')
 CORE_PATH = [
     'registry/registry.py',
     'hooks/hook.py',
-    'runner/priority.py',
+    'priority.py',
     'runner/hook_dispatch.py',
     'runner/loops.py',
     'runner/runner.py',

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from minimm.hooks import Hook
-from minimm.logging import history_buffer
+from minimm.logging import pending_reads
 from minimm.ops import backend_info
 from minimm.runner.device_reads import DeviceReads
 from toy import toy_loader, toy_runner
@@ -120,7 +120,7 @@ def test_logged_and_stored_values_are_those_of_a_run_that_reads_every_iteration(
     _runner(tmp_path / 'lazy', config).train()
     # The twin: every tensor read the moment it is logged, as MMEngine's MessageHub does.
     eager = DeviceReads('dispatch')
-    monkeypatch.setattr(history_buffer, '_kept', lambda tensor: tensor.item())
+    monkeypatch.setattr(pending_reads, 'kept', lambda tensor: tensor.item())
     with eager:
         _runner(tmp_path / 'eager', config).train()
     assert eager.total >= 2 * ITERS  # it did read every iteration: the loss and the norm

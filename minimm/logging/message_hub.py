@@ -95,23 +95,15 @@ class MessageHub(ManagerMixin):
 
     def update_scalar(self, key: str, value, count: int = 1, resumed: bool = True) -> None:
         """Append ``value`` (with ``count``) to the history of scalar ``key``."""
-        # Called several times per iteration: the flag check is done here, cheaply, and
-        # _set_resumed_keys only runs for a new key (or to reject a changed flag).
-        if self._resumed_keys.get(key) != resumed:
-            self._set_resumed_keys(key, resumed)
-        # A Python float (a time, a learning rate) is already what _get_valid_value returns; a
-        # tensor is kept, to be read later (the HistoryBuffer checks that it is one number).
-        if type(value) is float or isinstance(value, torch.Tensor):
-            checked_value = value
-        else:
-            checked_value = self._get_valid_value(value)
+        self._set_resumed_keys(key, resumed)
+        # A tensor is kept, to be read later (the HistoryBuffer checks that it is one number).
+        checked_value = value if isinstance(value, torch.Tensor) else self._get_valid_value(value)
         if not isinstance(count, int):
             raise TypeError(f'count of {key} must be an int, got {type(count)}')
-        buffer = self._log_scalars.get(key)
-        if buffer is None:
-            self._log_scalars[key] = HistoryBuffer([checked_value], [count])
+        if key in self._log_scalars:
+            self._log_scalars[key].update(checked_value, count)
         else:
-            buffer.update(checked_value, count)
+            self._log_scalars[key] = HistoryBuffer([checked_value], [count])
 
     def update_scalars(self, log_dict: dict, resumed: bool = True) -> None:
         """``update_scalar`` for each item; a value may be ``{'value': v, 'count': n}``."""
@@ -129,8 +121,7 @@ class MessageHub(ManagerMixin):
 
     def update_info(self, key: str, value: Any, resumed: bool = True) -> None:
         """Set runtime info ``key`` to ``value`` (overwriting)."""
-        if self._resumed_keys.get(key) != resumed:  # as in update_scalar
-            self._set_resumed_keys(key, resumed)
+        self._set_resumed_keys(key, resumed)
         self._runtime_info[key] = value
 
     def update_info_dict(self, info_dict: dict, resumed: bool = True) -> None:

@@ -15,22 +15,19 @@ which hooks ask before reaching for ``model.module``, as in MMEngine.
 Left out compared with MMEngine: ``detect_anomalous_params`` and the other wrappers (FSDP,
 DeepSpeed, ``MMSeparateDistributedDataParallel``).
 """
-import inspect
 from typing import Dict, Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
+from ..dist.ddp import buffer_broadcast_option
 from ..registry import MODEL_WRAPPERS, Registry
 from ..registry.lookup import walk
 from .base_model import BaseModel
 
 MODEL_WRAPPERS.register_module(module=DistributedDataParallel)
 MODEL_WRAPPERS.register_module(module=DataParallel)
-
-_HAS_FORWARD_SYNC_BUFFERS = 'forward_sync_buffers' in inspect.signature(
-    DistributedDataParallel.__init__).parameters
 
 
 def is_model_wrapper(model: nn.Module, registry: Registry = MODEL_WRAPPERS) -> bool:
@@ -53,13 +50,8 @@ class MMDistributedDataParallel(DistributedDataParallel):
 
     def __init__(self, module: torch.nn.Module, device_ids: Optional[Sequence[int]] = None,
                  broadcast_buffers: bool = False, **kwargs):
-        # torch 2.14 renamed the option (the new one also syncs buffers once at construction,
-        # which is harmless: every rank builds the model from the same seed).
-        if _HAS_FORWARD_SYNC_BUFFERS:
-            kwargs['forward_sync_buffers'] = broadcast_buffers
-        else:
-            kwargs['broadcast_buffers'] = broadcast_buffers
-        super().__init__(module, device_ids=device_ids, **kwargs)
+        super().__init__(module, device_ids=device_ids,
+                         **buffer_broadcast_option(broadcast_buffers), **kwargs)
 
     def train_step(self, data: Union[dict, tuple, list], optim_wrapper) -> Dict[str, torch.Tensor]:
         """``BaseModel.train_step`` with the loss forward run through DDP."""

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Union
 from ..hooks import Hook
 from ..registry import HOOKS
 from .hook_profiler import HookProfiler
-from .priority import get_priority, priority_name
+from ..priority import get_priority, priority_name
 
 DEFAULT_HOOKS = dict(
     runtime_info=dict(type='RuntimeInfoHook'),

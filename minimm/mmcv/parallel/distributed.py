@@ -6,17 +6,28 @@ DistributedDataParallel averages gradients through hooks that its own ``forward`
 step on its own gradients. MMCV 1.7 copied DDP's forward bookkeeping into ``train_step``; minimm
 instead runs the module's ``train_step`` *as* DDP's forward: the module's ``forward`` is replaced,
 for one call, by a function that restores it and then calls ``train_step`` (which calls the real
-``forward`` inside). The constructor (and its buffer-broadcast option) is the MMEngine-side
-wrapper's, shared.
+``forward`` inside). Buffers are not re-broadcast before each forward unless asked
+(``broadcast_buffers=True``), as MMEngine's wrapper does; the keyword's spelling for the installed
+torch comes from the floor both worlds share (``minimm/dist/ddp.py``).
 """
-from minimm.model.wrappers import MMDistributedDataParallel as _DDPWrapper
+from typing import Optional, Sequence
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from minimm.dist.ddp import buffer_broadcast_option
 
 from .registry import MODULE_WRAPPERS
 
 
 @MODULE_WRAPPERS.register_module()
-class MMDistributedDataParallel(_DDPWrapper):
+class MMDistributedDataParallel(DistributedDataParallel):
     """DDP around a model with MMCV's ``train_step(data_batch, optimizer)``/``val_step``."""
+
+    def __init__(self, module: torch.nn.Module, device_ids: Optional[Sequence[int]] = None,
+                 broadcast_buffers: bool = False, **kwargs):
+        super().__init__(module, device_ids=device_ids,
+                         **buffer_broadcast_option(broadcast_buffers), **kwargs)
 
     def _through_ddp_forward(self, step, *args, **kwargs):
         module = self.module

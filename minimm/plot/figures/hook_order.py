@@ -9,7 +9,7 @@ MMCV call every hook at every stage, the others being the base class's no-ops.
 import tempfile
 from typing import Dict, List, NamedTuple, Sequence
 
-from ...runner.priority import Priority, get_priority
+from ...priority import Priority, get_priority
 
 # What the model's train_step does in each world; the MMCV optimizer step lives in a hook.
 TRAIN_STEP = {
