@@ -29,6 +29,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from ..dist import is_main_process
 from ..logging.logger import DETAIL
 from ..plain_data import to_plain_data
 from ..registry import HOOKS
@@ -53,6 +54,14 @@ class LoggerHook(Hook):
     """
 
     priority = 'BELOW_NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run after_val_iter after_test_iter': '',
+        'after_train_iter': 'message_hub:train/* -> file:vis_data/*(rank0)',
+        'after_val_epoch': 'metrics:* message_hub:val/* -> file:vis_data/*(rank0)',
+        'after_test_epoch': 'metrics:* message_hub:test/* -> file:*.json(rank0)',
+        'after_run': '-> file:{out_dir}/*',  # every rank uploads, as in MMEngine
+    }
 
     def __init__(self, interval: int = 10, ignore_last: bool = True,
                  interval_exp_name: int = 1000, out_dir: Optional[Union[str, Path]] = None,
@@ -164,8 +173,9 @@ class LoggerHook(Hook):
         tag, log_str = runner.log_processor.get_log_after_epoch(
             runner, len(runner.test_dataloader), 'test', with_non_scalar=True)
         runner.logger.info(log_str)
-        with open(osp.join(runner.log_dir, self.json_log_path), 'w') as f:
-            json.dump(to_plain_data(tag, 'test metrics', for_json=True), f)
+        if is_main_process():  # one file for the run (MMEngine writes it on every rank)
+            with open(osp.join(runner.log_dir, self.json_log_path), 'w') as f:
+                json.dump(to_plain_data(tag, 'test metrics', for_json=True), f)
 
     def after_run(self, runner) -> None:
         runner.visualizer.close()

@@ -20,6 +20,7 @@ import os.path as osp
 from typing import Optional, Sequence
 
 from ..checkpoint import save_checkpoint, unwrap_model, weights_to_cpu
+from ..dist import is_main_process
 from ..model.averaged_model import PowerFunctionEMA, plan_rule
 from ..ops import MAX_TARGETS, FusedAveraging
 from ..registry import HOOKS
@@ -43,6 +44,13 @@ class PostHocEMAHook(Hook):
             :class:`~minimm.model.averaged_model.BaseAveragedModel`).
     """
     priority = 'NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': 'model -> ema',
+        'after_train_iter': 'model -> ema file:posthoc_ema/*(rank0)',
+        'before_save_checkpoint': 'ema -> checkpoint:posthoc_ema',
+        'after_load_checkpoint': 'checkpoint:posthoc_ema -> ema',
+    }
 
     def __init__(self, sigma_rels: Sequence[float] = (0.05, 0.10), snapshot_interval: int = 1000,
                  update_buffers: bool = False, ema_dtype=None) -> None:
@@ -79,7 +87,9 @@ class PostHocEMAHook(Hook):
             for ema in self.ema_models:
                 ema.update_parameters(self.src_model)
         last = self.is_last_train_iter(runner)
-        if self.every_n_train_iters(runner, self.snapshot_interval) or last:
+        # Rank 0 alone writes: the averages follow the parameters, the same on every rank.
+        due = self.every_n_train_iters(runner, self.snapshot_interval) or last
+        if due and is_main_process():
             self.save_snapshots(runner.iter + 1)
 
     def save_snapshots(self, iteration: int) -> None:

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 import torch
 from torch.optim import Optimizer
 
+from minimm.dataflow import check_hook_order
 from minimm.work_dir import hold_work_dir, make_work_dir
 
 from .checkpoint import load_checkpoint, save_checkpoint
@@ -74,9 +75,7 @@ def _check_optimizer(optimizer):
 
 def _group_momentum(group):
     """SGD keeps ``momentum``; Adam-like optimizers keep it as ``betas[0]``; others have none."""
-    if 'momentum' in group:
-        return group['momentum']
-    return group['betas'][0] if 'betas' in group else 0
+    return group['momentum'] if 'momentum' in group else group.get('betas', (0,))[0]
 
 
 def _hook_from_policy(config, suffix):
@@ -103,6 +102,8 @@ class BaseRunner(metaclass=ABCMeta):
     """The base of ``EpochBasedRunner`` and ``IterBasedRunner``, which add ``run``, ``train``,
     ``val`` and ``save_checkpoint``. ``model`` has ``train_step(data_batch, optimizer)`` and
     ``val_step`` returning ``dict(loss=..., log_vars=..., num_samples=...)``."""
+
+    check_hooks = 'warn'  # minimm's: on an ordering bug in the hooks' dataflow, 'error' or 'off'
 
     def __init__(self, model, batch_processor=None, optimizer=None, work_dir=None, logger=None,
                  meta=None, max_iters=None, max_epochs=None):
@@ -220,8 +221,8 @@ class BaseRunner(metaclass=ABCMeta):
         """The three lines every run starts its log with: where, the hook table, how long."""
         self.logger.info('Start running, host: %s, work_dir: %s', get_host_info(),
                          self.work_dir or 'NONE')
-        self.logger.info('Hooks will be executed in the following order:\n%s',
-                         self.get_hook_info())
+        self.logger.info('Hooks will be executed in the following order:\n%s', self.get_hook_info())
+        check_hook_order(self._hooks, Hook.stages, self.check_hooks, self.logger)  # dataflow.py
         self.logger.info(f'workflow: %s, max: %d {unit}', workflow, max_count)
 
     def _record_outputs(self, outputs, step_name):

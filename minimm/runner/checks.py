@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 from ..optim.scheduler import _ParamScheduler
 from ..registry import (DATA_SAMPLERS, DATASETS, HOOKS, LOOPS, OPTIM_WRAPPERS, OPTIMIZERS,
                         PARAM_SCHEDULERS)
+from ..dataflow import check_hooks_mode
 from ..values import check_arguments, problem
 from .hook_dispatch import DEFAULT_HOOKS
 
@@ -150,6 +151,7 @@ def check_options(options: dict) -> None:
     """Check the values of a Runner's options (its constructor's arguments, by name) before
     anything is built: every option of the built-in hooks, loops, schedulers, optimizer
     wrapper, optimizer and dataloaders must be of its kind (``minimm/values.py``)."""
+    check_hooks_mode(options['check_hooks'])
     check_scheduler_cfg(options['param_scheduler'], options['optim_wrapper'])
     for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         _check_dataloader(options[key], key)

@@ -56,6 +56,7 @@ from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
 from .checks import check_options, warn_duplicate_hooks
+from ..dataflow import check_hook_order
 
 ConfigType = Union[dict, Config]
 
@@ -94,6 +95,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         auto_scale_lr: ``dict(enable=True, base_batch_size=16)`` scales the lr (``scale_lr``).
         randomness: ``dict(seed=..., deterministic=False, diff_rank_seed=False)``.
         profile_hooks: time every hook call and print a table at the end of the run.
+        check_hooks: minimm's: ``'warn'`` (default), ``'error'`` or ``'off'``: what to do when
+            the hooks' declared reads and writes show an ordering bug (``minimm/dataflow.py``).
     """
 
     def __init__(self, model: Union[nn.Module, dict], work_dir: str,
@@ -113,7 +116,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  log_level: str = 'INFO', visualizer: Union[Visualizer, dict, None] = None,
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
-                 profile_hooks: bool = False):
+                 profile_hooks: bool = False, check_hooks: str = 'warn'):
         self.work_dir = make_work_dir(work_dir)
         if cfg is None:
             self.cfg = Config(dict())
@@ -180,6 +183,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
         warn_duplicate_hooks(default_hooks, custom_hooks, self.logger)
+        check_hook_order(self.hooks, Hook.stages, check_hooks, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
                          extra=DETAIL)
@@ -196,9 +200,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                 'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator',
                 'test_evaluator', 'default_hooks', 'custom_hooks', 'data_preprocessor',
                 'load_from', 'env_cfg', 'log_processor', 'visualizer', 'experiment_name')
-        # profile_hooks is minimm's own: passed only when set, so that a Runner subclass written
-        # for MMEngine's keywords can still be built by from_cfg.
-        extra = dict(profile_hooks=True) if cfg.get('profile_hooks', False) else {}
+        # profile_hooks/check_hooks are minimm's own: passed only when set, so a Runner subclass
+        # written for MMEngine's keywords can still be built by from_cfg.
+        extra = {key: cfg[key] for key in ('profile_hooks', 'check_hooks') if key in cfg}
         return cls(model=cfg['model'], work_dir=cfg['work_dir'],
                    resume=cfg.get('resume', False), launcher=cfg.get('launcher', 'none'),
                    log_level=cfg.get('log_level', 'INFO'),
