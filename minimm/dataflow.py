@@ -57,7 +57,7 @@ class Finding(NamedTuple):
     fix: str = ''
 
     def __str__(self) -> str:
-        return f'{self.level}: {self.text}' + (f'\n    fix: {self.fix}' if self.fix else '')
+        return self.text + (f'\n    fix: {self.fix}' if self.fix else '')
 
 
 Flow = Tuple[List[Word], List[Word]]  # (reads, writes)
@@ -146,12 +146,12 @@ def _who(hook) -> str:
     return f'{name} ({label})' if label == str(value) else f'{name} ({label}={value})'
 
 
-def _earlier_fix(move, before) -> str:
-    """How to make ``move`` run before ``before``."""
-    value = _priority(before)[0]
+def _earlier_fix(move, before: list) -> str:
+    """How to make ``move`` run before every hook of ``before``."""
+    value = min(_priority(hook)[0] for hook in before)
     if value > 0:
         return f'give {type(move).__name__} a priority below {value} (e.g. {value - 1})'
-    return f'give {type(before).__name__} a priority above {_priority(move)[0]}'
+    return f'give {type(before[0]).__name__} a priority above {_priority(move)[0]}'
 
 
 def _is_swap(writes: Sequence[Word]) -> bool:
@@ -160,23 +160,27 @@ def _is_swap(writes: Sequence[Word]) -> bool:
 
 
 def _order_findings(stage: str, rows) -> List[Finding]:
+    """Per writer: the hooks before it in the stage that read what it writes (read before
+    write); per ``(old)`` reader: the hooks before it that write what it reads."""
     found = []
-    for i, (hook, (reads, _)) in enumerate(rows):
-        for later, (_, writes) in rows[i + 1:]:
-            if later is hook:
-                continue
-            hit = _first([w for w in reads if w.mark != 'old'], writes)
-            if hit:
-                what = 'swaps the EMA weights' if _is_swap(writes) else f'writes {hit[1].name}'
-                found.append(Finding('warning', (
-                    f'{stage}: {_who(hook)} reads {hit[0].name} before {_who(later)} {what} '
-                    'later in the stage'), _earlier_fix(later, hook)))
+    for j, (writer, (_, writes)) in enumerate(rows):
+        early = [(hook, hit) for hook, (reads, _) in rows[:j] if hook is not writer
+                 for hit in [_first([w for w in reads if w.mark != 'old'], writes)] if hit]
+        if early:
+            names = ', '.join(f'{_who(hook)} reads {hit[0].name}' for hook, hit in early)
+            what = 'swaps the EMA weights' if _is_swap(writes) else 'writes ' + ' '.join(
+                sorted({hit[1].name for _, hit in early}))
+            found.append(Finding('warning', f'{stage}: {names}, before {_who(writer)} {what} '
+                                            'later in the stage',
+                                 _earlier_fix(writer, [hook for hook, _ in early])))
+    for i, (reader, (reads, _)) in enumerate(rows):
+        old = [w for w in reads if w.mark == 'old']
         for earlier, (_, writes) in rows[:i]:
-            hit = _first([w for w in reads if w.mark == 'old'], writes)
-            if hit and earlier is not hook:
+            hit = _first(old, writes)
+            if hit and earlier is not reader:
                 found.append(Finding('warning', (
-                    f'{stage}: {_who(hook)} reads {hit[0].name} as it was before the stage, but '
-                    f'{_who(earlier)} writes it first'), _earlier_fix(hook, earlier)))
+                    f'{stage}: {_who(reader)} reads {hit[0].name} as it was before the stage, '
+                    f'but {_who(earlier)} writes it first'), _earlier_fix(reader, [earlier])))
     return found
 
 
@@ -243,7 +247,8 @@ def check(hooks: Sequence, stages: Sequence[str]) -> List[Finding]:
 
 
 def table(hooks: Sequence, stages: Sequence[str]) -> str:
-    """Per stage, its hooks in call order, each with its priority and ``reads -> writes``."""
+    """Per stage, its hooks in call order, each with its priority and ``reads -> writes``; a
+    stage no hook implements is left out."""
     width = max([len(type(hook).__name__) for hook in hooks] + [4])
     lines = []
     for stage in stages:
@@ -257,7 +262,8 @@ def table(hooks: Sequence, stages: Sequence[str]) -> str:
                 flow = '(not declared)'
             else:
                 reads, writes = flows[stage]
-                flow = ' '.join(map(str, reads)) + ' -> ' + ' '.join(map(str, writes))
+                flow = (' '.join(map(str, reads)) + ' -> ' + ' '.join(map(str, writes))
+                        if reads or writes else '-')
             label = _priority(hook)[1]
             lines.append(f'  {label:<12} {type(hook).__name__:<{width}}  {flow.strip()}'.rstrip())
     return '\n'.join(lines)
@@ -266,7 +272,7 @@ def table(hooks: Sequence, stages: Sequence[str]) -> str:
 def findings_text(found: Sequence[Finding]) -> str:
     if not found:
         return 'No findings.'
-    return '\n'.join(map(str, found))
+    return '\n'.join(f'{finding.level}: {finding}' for finding in found)
 
 
 def check_hooks_mode(value) -> str:

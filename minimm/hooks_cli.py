@@ -7,7 +7,8 @@ then ``custom_hooks``; or, for an MMCV 1.x config, ``register_training_hooks`` a
 hook), without building the model or touching the work dir.
 
     minimm hooks minimm/configs/digits_ema.py
-    minimm hooks CONFIG --cfg-options custom_hooks.0.priority=LOWEST --strict
+    minimm hooks CONFIG --stages after_val_epoch --cfg-options custom_hooks.0.priority=LOWEST
+    minimm hooks CONFIG --strict
 
 ``--strict`` exits with status 1 when there is a warning (information never fails).
 """
@@ -46,12 +47,15 @@ def mmcv_hooks(cfg) -> Tuple[list, tuple]:
     return runner.hooks, Hook.stages
 
 
-def report(cfg) -> Tuple[str, list]:
-    """The table and the findings text of ``cfg``, and the findings."""
+def report(cfg, only: Optional[List[str]] = None) -> Tuple[str, list]:
+    """The table (of the stages ``only`` names, else all) and the findings (of all stages)."""
     from .mmcv.train import is_mmcv_config
     hooks, stages = mmcv_hooks(cfg) if is_mmcv_config(cfg) else mmengine_hooks(cfg)
+    for stage in only or ():
+        if stage not in stages:
+            raise ValueError(f'--stages {stage!r}: no such stage; the stages: {", ".join(stages)}')
     found = check(hooks, stages)
-    return f'{table(hooks, stages)}\n\n{findings_text(found)}', found
+    return f'{table(hooks, only or stages)}\n\n{findings_text(found)}', found
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -62,10 +66,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('config', help='a .py config file (MMEngine or MMCV 1.x)')
     parser.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE',
                         help='override config entries first, as `minimm train` does')
+    parser.add_argument('--stages', nargs='+', metavar='STAGE',
+                        help='show only these stages in the table (findings cover all)')
     parser.add_argument('--strict', action='store_true',
                         help='exit with status 1 when there is a warning')
     args = parser.parse_args(argv)
-    text, found = report(_load_config(args.config, None, args.cfg_options))
+    text, found = report(_load_config(args.config, None, args.cfg_options), args.stages)
     print(text)
     if args.strict and any(finding.level == 'warning' for finding in found):
         sys.exit(1)

@@ -20,8 +20,9 @@ Different from MMEngine: ``activity_with_cuda=True`` without CUDA fails in the c
 ``on_trace_ready`` that is neither a callable, a dict nor None fails there too (MMEngine: at
 ``before_run``), ``tb_trace`` does not need ``torch-tb-profiler`` (it writes plain files; the
 plugin only views them), and a run that stops before ``profile_times`` is reached (early stopping,
-an exception) still closes the profiler in ``after_run``. Left out: MMEngine's ``@master_only``
-(every rank profiles) and the NPU profiler.
+an exception) still closes the profiler in ``after_run``; every rank profiles (MMEngine's
+``@master_only`` is left out) but rank 0 alone writes ``json_trace_path``, one path for all.
+Left out: the NPU profiler.
 """
 import os.path as osp
 import warnings
@@ -30,6 +31,7 @@ from typing import Callable, Optional, Union
 import torch
 from torch import profiler
 
+from ..dist import is_main_process
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
 
@@ -62,7 +64,7 @@ class ProfilerHook(Hook):
     # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
     dataflow = {
         '*': '',
-        'after_train_iter after_train_epoch': '-> file:{json_trace_path}',  # on every rank
+        'after_train_iter after_train_epoch': '-> file:{json_trace_path}(rank0)',
     }
 
     def __init__(self, *, by_epoch: bool = True, profile_times: int = 1,
@@ -168,6 +170,6 @@ class ProfilerHook(Hook):
         self._closed = True
         runner.logger.info('the profiler is writing its results; this may take a while')
         self.profiler.__exit__(None, None, None)
-        if self.json_trace_path is not None:
+        if self.json_trace_path is not None and is_main_process():  # one file, from rank 0
             self.profiler.export_chrome_trace(self.json_trace_path)
             runner.logger.info(f'chrome trace written to {self.json_trace_path}')

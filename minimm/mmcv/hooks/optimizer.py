@@ -172,7 +172,7 @@ class Fp16OptimizerHook(OptimizerHook):
     """
 
     # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
-    dataflow = {'before_run': 'model -> model optimizer',
+    dataflow = {'before_run': 'meta -> model',  # fp16_enabled flags; the scaler's saved state
                 'after_train_iter': 'lr -> model.params optimizer'}
 
     def __init__(self, grad_clip: Optional[dict] = None, coalesce: bool = True,

@@ -42,7 +42,7 @@ class LoggerHook(Hook):
 
     # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
     dataflow = {
-        'before_run': '',
+        'before_run after_run': '',  # open and close a service's run
         'before_train_epoch before_val_epoch': '-> log_buffer:*',  # cleared
         'after_train_iter after_train_epoch after_val_epoch': 'log_buffer:* lr ->',
     }
