@@ -1,4 +1,4 @@
-"""minimm: demo, train, test, info, bench, plot, plot-lr and posthoc-ema.
+"""minimm: demo, train, test, info, bench, plot, plot-lr, posthoc-ema and hooks.
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
     minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]

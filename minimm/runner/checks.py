@@ -15,7 +15,8 @@ from torch.utils.data import DataLoader
 from ..optim.scheduler import _ParamScheduler
 from ..registry import (DATA_SAMPLERS, DATASETS, HOOKS, LOOPS, OPTIM_WRAPPERS, OPTIMIZERS,
                         PARAM_SCHEDULERS)
-from ..dataflow import check_hooks_mode
+from ..dataflow import check_hook_order, check_hooks_mode
+from ..hooks import Hook
 from ..values import check_arguments, problem
 from .hook_dispatch import DEFAULT_HOOKS
 
@@ -82,6 +83,15 @@ def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[l
             logger.warning(f'{cls.__name__} is registered {len(where)} times ({", ".join(where)}): '
                            'each of them runs at every stage it implements, as in MMEngine; '
                            'remove the extra entry unless that is what you want')
+
+
+def check_registered_hooks(hooks: list, default_hooks: Optional[dict],
+                           custom_hooks: Optional[list], check_hooks: str, logger) -> None:
+    """Once the hooks are registered: a built-in hook listed twice (``warn_duplicate_hooks``),
+    and the order against what each hook declares it reads and writes (``minimm/dataflow.py``),
+    with ``check_hooks`` ``'warn'``, ``'error'`` or ``'off'``."""
+    warn_duplicate_hooks(default_hooks, custom_hooks, logger)
+    check_hook_order(hooks, Hook.stages, check_hooks, logger)
 
 
 def check_scheduler_cfg(param_scheduler, optim_wrapper) -> None:

@@ -55,8 +55,7 @@ from ..work_dir import make_work_dir
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
-from .checks import check_options, warn_duplicate_hooks
-from ..dataflow import check_hook_order
+from .checks import check_options, check_registered_hooks
 
 ConfigType = Union[dict, Config]
 
@@ -95,8 +94,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         auto_scale_lr: ``dict(enable=True, base_batch_size=16)`` scales the lr (``scale_lr``).
         randomness: ``dict(seed=..., deterministic=False, diff_rank_seed=False)``.
         profile_hooks: time every hook call and print a table at the end of the run.
-        check_hooks: minimm's: ``'warn'`` (default), ``'error'`` or ``'off'``: what to do when
-            the hooks' declared reads and writes show an ordering bug (``minimm/dataflow.py``).
+        check_hooks: 'warn', 'error' or 'off' on a hook-order bug (minimm's; ``dataflow.py``).
     """
 
     def __init__(self, model: Union[nn.Module, dict], work_dir: str,
@@ -182,8 +180,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
-        warn_duplicate_hooks(default_hooks, custom_hooks, self.logger)
-        check_hook_order(self.hooks, Hook.stages, check_hooks, self.logger)
+        check_registered_hooks(self.hooks, default_hooks, custom_hooks, check_hooks, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
                          extra=DETAIL)
