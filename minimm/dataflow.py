@@ -113,12 +113,23 @@ def _pattern(name: str) -> str:
     return name.replace('metrics:auto', 'metrics:*')
 
 
+def _ends(pattern: str) -> Tuple[str, str]:
+    """What a pattern's matches start and end with: the text before its first ``*`` and after
+    its last one."""
+    return pattern.split('*')[0], pattern.split('*')[-1]
+
+
 def overlap(a: str, b: str) -> bool:
-    """Whether two words may name the same thing: equal, a pattern matching the other, or one
-    containing the other (``model`` holds ``model.params``, ``message_hub`` every key)."""
+    """Whether two words may name the same thing: equal, a pattern matching the other, one
+    containing the other (``model`` holds ``model.params``, ``message_hub`` every key), or two
+    patterns whose fixed ends agree (``message_hub:*/time`` and ``message_hub:train/*``)."""
     a, b = _pattern(a), _pattern(b)
     if a == b or fnmatch.fnmatchcase(a, b) or fnmatch.fnmatchcase(b, a):
         return True
+    if '*' in a and '*' in b:
+        (head_a, tail_a), (head_b, tail_b) = _ends(a), _ends(b)
+        return (head_a.startswith(head_b) or head_b.startswith(head_a)) and \
+            (tail_a.endswith(tail_b) or tail_b.endswith(tail_a))
     return any(long.startswith(short + sep) for short, long in ((a, b), (b, a))
                for sep in '.:')
 

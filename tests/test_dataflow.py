@@ -14,7 +14,7 @@ import pytest
 
 from minimm.cli import DEMO_CONFIG, main
 from minimm.config import Config
-from minimm.dataflow import check, declared_flows
+from minimm.dataflow import check, declared_flows, overlap
 from minimm.hooks import Hook
 from minimm.hooks_cli import mmcv_hooks, mmengine_hooks
 from minimm.registry import HOOKS
@@ -276,3 +276,14 @@ def test_every_builtin_hook_declares_every_stage_it_implements(cls):
     assert flows is not None, f'{cls.__name__} declares no dataflow'
     missing = [stage for stage in hook.get_triggered_stages() if stage not in flows]
     assert missing == [], f'{cls.__name__} does not declare {missing}'
+
+
+@pytest.mark.parametrize('a, b, meet', [
+    ('model', 'model.params', True), ('message_hub', 'message_hub:train/loss', True),
+    ('message_hub:train/*', 'message_hub:train/loss', True),
+    ('message_hub:*/time', 'message_hub:train/*', True),  # both name train/time
+    ('message_hub:best_*', 'message_hub:val/*', False), ('metrics:auto', 'metrics:acc', True),
+    ('model.params', 'model.buffers', False), ('ema', 'model', False),
+    ('file:*_ema.pth', 'file:best_*.pth', True), ('file:*.json', 'file:*.pth', False)])
+def test_which_words_meet(a, b, meet):
+    assert overlap(a, b) is meet and overlap(b, a) is meet
