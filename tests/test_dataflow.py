@@ -91,6 +91,16 @@ def test_runner_check_hooks_modes(tmp_path, capsys):
         Runner(model=dict(type='DigitsCNN'), work_dir=str(tmp_path / 'b'), check_hooks='loud')
 
 
+@pytest.mark.parametrize('config, option', [(DEMO_CONFIG, 'custom_hooks.0.priority=LOWEST'),
+                                            (MMCV_CONFIG, 'custom_hooks.0.priority=NORMAL')],
+                         ids=['mmengine', 'mmcv'])
+def test_train_check_hooks_error_stops_before_training(config, option, tmp_path):
+    with pytest.raises(ValueError, match=r'CheckpointHook .* EMAHook'):
+        main(['train', config, '--work-dir', str(tmp_path), '--check-hooks', 'error',
+              '--cfg-options', option])
+    assert glob.glob(str(tmp_path / '*.pth')) == []
+
+
 # ---------------------------------------------------------------- the other kinds of finding
 class AddMetric(Hook):
     """A user's hook that adds the metric CheckpointHook's ``save_best`` reads."""
