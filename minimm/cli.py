@@ -1,4 +1,4 @@
-"""minimm: demo, train, test, info, bench, plot, plot-lr and posthoc-ema.
+"""minimm: demo, train, test, info, bench, plot, plot-lr, posthoc-ema and hooks.
 
     minimm demo                      # train the shipped digits CNN with EMA, print the accuracy
     minimm train CONFIG [--work-dir DIR] [--resume [CKPT]] [--trust-checkpoint]
@@ -12,6 +12,7 @@
     minimm plot-lr CONFIG [--out PNG] # the LR/momentum schedule of a config, without training
     minimm posthoc-ema WORK_DIR --sigma-rel S --out FILE   # choose the EMA length after training
     minimm posthoc-ema WORK_DIR --sweep S1,S2,...          # evaluate several (PostHocEMAHook)
+    minimm hooks CONFIG [--strict]  # the hook table with what each hook reads and writes
 
 ``train`` and ``test`` are MMEngine's ``tools/train.py`` and ``tools/test.py`` in one command.
 ``train`` also runs MMCV 1.x configs (``runner``/``lr_config``/``optimizer_config``/``workflow``
@@ -31,7 +32,7 @@ BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook',
               'syncs': 'minimm.bench.syncs'}
 PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr',
-         'posthoc-ema': 'minimm.posthoc_cli'}
+         'posthoc-ema': 'minimm.posthoc_cli', 'hooks': 'minimm.hooks_cli'}
 
 
 def help_text(docstring: str) -> str:
@@ -104,6 +105,8 @@ def cmd_train(args) -> None:
     from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
     cfg = _load_config(args.config, args.work_dir, args.cfg_options)
     if is_mmcv_config(cfg):  # an MMCV 1.x config: the classic runner and hooks
+        if args.check_hooks is not None:
+            cfg['check_hooks'] = args.check_hooks
         if args.profile_hooks:
             raise SystemExit('minimm train: --profile-hooks needs an MMEngine-style config; the '
                              'classic MMCV 1.x runner has no hook profiler')
@@ -117,6 +120,8 @@ def cmd_train(args) -> None:
     if args.trust_checkpoint and cfg.get('load_from') is not None:
         cfg['load_from'] = _trusted(cfg['load_from'])
     cfg['launcher'] = args.launcher
+    if args.check_hooks is not None:
+        cfg['check_hooks'] = args.check_hooks
     if args.profile_hooks:  # time each hook and count its device reads (HookProfiler)
         cfg['profile_hooks'] = True
     # As MMEngine's tools/train.py: RUNNERS builds the config's `runner_type` (default Runner).
@@ -236,6 +241,9 @@ def main(argv: Optional[List[str]] = None) -> None:
                        default='none')
     train.add_argument('--profile-hooks', action='store_true',
                        help="log each hook's time and device reads per stage at the end")
+    train.add_argument('--check-hooks', choices=['warn', 'error', 'off'],
+                       help="on an ordering bug in the hooks' dataflow (`minimm hooks`): "
+                            'warn (default), stop with an error, or do not check')
 
     test = sub.add_parser('test', help='test a checkpoint')
     _add_config_args(test)
@@ -251,6 +259,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     sub.add_parser('plot-lr', help="draw a config's LR schedule; `minimm plot-lr --help`")
     sub.add_parser('posthoc-ema', help='choose the EMA length after training (PostHocEMAHook); '
                                        '`minimm posthoc-ema --help`')
+    sub.add_parser('hooks', help="a config's hook table with each hook's reads and writes; "
+                                 '`minimm hooks --help`')
 
     args = parser.parse_args(argv)
     # main() from a script honours --verbose too (command_line has taken it out of argv).

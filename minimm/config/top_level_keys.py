@@ -24,14 +24,14 @@ RUNNER_KEYS = frozenset((
     'resume', 'launcher', 'env_cfg', 'log_processor', 'log_level', 'visualizer',
     'default_scope', 'randomness', 'experiment_name', 'model_wrapper_cfg', 'sync_bn',
     'find_unused_parameters', 'compile', 'runner_type', 'custom_imports', 'profile_hooks',
-    'verbose'))
+    'verbose', 'check_hooks'))
 
 # What an MMCV 1.x config gives ``minimm.mmcv.train`` (MMDetection 2.x's train_detector).
 MMCV_KEYS = frozenset((
     'model', 'data', 'optimizer', 'optimizer_config', 'lr_config', 'momentum_config',
     'checkpoint_config', 'log_config', 'evaluation', 'custom_hooks', 'runner', 'workflow',
     'resume_from', 'load_from', 'work_dir', 'log_level', 'seed', 'fp16', 'dist_params',
-    'custom_imports'))
+    'custom_imports', 'check_hooks'))
 
 
 def _close_match(key: str, known: Iterable[str]) -> Optional[str]:

@@ -76,6 +76,15 @@ class CheckpointHook(Hook):
     """Save checkpoints; see the module docstring. Arguments and defaults are MMEngine's."""
 
     priority = 'VERY_LOW'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_train': 'message_hub -> message_hub:last_ckpt message_hub:best_ckpt*',
+        'after_train_iter after_train_epoch': 'model ema optimizer message_hub -> '
+                                              'file:*.pth(rank0) message_hub:last_ckpt',
+        'after_val_epoch': ('metrics:{save_best} model ema message_hub -> file:best_*.pth(rank0) '
+                            'message_hub:best_*'),
+        'after_train': 'file:*.pth -> file:*-*.pth(rank0)',  # published_keys
+    }
     rule_map = RULE_MAP
     init_value_map = INIT_VALUE_MAP
     _default_greater_keys = DEFAULT_GREATER_KEYS

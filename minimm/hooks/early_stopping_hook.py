@@ -37,6 +37,8 @@ class EarlyStoppingHook(Hook):
     """
 
     priority = 'LOWEST'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_run': '', 'after_val_epoch': 'metrics:{monitor} -> train_loop'}
     rule_map = RULE_MAP
 
     def __init__(self, monitor: str, rule: Optional[str] = None, min_delta: float = 0.1,

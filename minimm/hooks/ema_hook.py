@@ -67,6 +67,18 @@ class EMAHook(Hook):
     """
 
     priority = 'NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': 'model -> ema',
+        'before_train': '',
+        'after_train_iter': 'model -> ema',
+        'before_val_epoch after_val_epoch before_test_epoch after_test_epoch':
+            'model.params ema.params -> model.params ema.params',  # the swap
+        'before_save_checkpoint': ('ema checkpoint:state_dict -> checkpoint:state_dict '
+                                   'checkpoint:ema_state_dict'),
+        'after_load_checkpoint': ('checkpoint:state_dict checkpoint:ema_state_dict -> '
+                                  'checkpoint:state_dict ema'),
+    }
 
     def __init__(self, ema_type: str = 'ExponentialMovingAverage', strict_load: bool = False,
                  begin_iter: int = 0, begin_epoch: int = 0, **kwargs):

@@ -33,6 +33,12 @@ class EMAOnlyCheckpointHook(Hook):
     """Write ``<name>_ema.pth`` (``meta`` and the EMA ``state_dict``) beside every checkpoint."""
 
     priority = 'LOWEST'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': '',
+        'after_train_iter after_train_epoch after_val_epoch': (
+            'message_hub:last_ckpt message_hub:best_ckpt* file:*.pth -> file:*_ema.pth(rank0)'),
+    }
 
     def before_run(self, runner) -> None:
         # Without EMAHook a checkpoint's state_dict holds the raw weights; before CheckpointHook

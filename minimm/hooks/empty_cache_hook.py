@@ -26,6 +26,8 @@ class EmptyCacheHook(Hook):
     """
 
     priority = 'NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'*': ''}  # frees cached device memory: no value changes
 
     def __init__(self, before_epoch: bool = False, after_epoch: bool = True,
                  after_iter: bool = False) -> None:

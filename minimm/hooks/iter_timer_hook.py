@@ -24,6 +24,12 @@ class IterTimerHook(Hook):
     """Record ``{mode}/data_time``, ``{mode}/time`` and ``eta`` in the MessageHub."""
 
     priority = 'NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        '*': '',  # the clock is the hook's own
+        'before_train_iter before_val_iter before_test_iter': '-> message_hub:*/data_time',
+        'after_train_iter after_val_iter after_test_iter': '-> message_hub:*/time message_hub:eta',
+    }
 
     def __init__(self):
         self.time_sec_tot = 0.0

@@ -54,6 +54,14 @@ class LoggerHook(Hook):
     """
 
     priority = 'BELOW_NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run after_val_iter after_test_iter': '',
+        'after_train_iter': 'message_hub:train/* -> file:vis_data/*(rank0)',
+        'after_val_epoch': 'metrics:* message_hub:val/* -> file:vis_data/*(rank0)',
+        'after_test_epoch': 'metrics:* message_hub:test/* -> file:*.json(rank0)',
+        'after_run': '-> file:{out_dir}/*',  # every rank uploads, as in MMEngine
+    }
 
     def __init__(self, interval: int = 10, ignore_last: bool = True,
                  interval_exp_name: int = 1000, out_dir: Optional[Union[str, Path]] = None,

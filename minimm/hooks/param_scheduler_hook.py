@@ -33,6 +33,11 @@ class ParamSchedulerHook(Hook):
     """Step learning-rate/momentum schedulers after each train iteration or epoch."""
 
     priority = 'LOW'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'after_train_iter after_train_epoch': '-> lr',
+        'after_val_epoch': 'metrics:* -> lr',  # ReduceOnPlateau-style schedulers
+    }
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                          outputs: Optional[dict] = None) -> None:

@@ -47,6 +47,13 @@ class PostHocEMAHook(Hook):
             :class:`~minimm.model.averaged_model.BaseAveragedModel`).
     """
     priority = 'NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': 'model -> ema',
+        'after_train_iter': 'model -> ema file:posthoc_ema/*(rank0)',
+        'before_save_checkpoint': 'ema -> checkpoint:posthoc_ema',
+        'after_load_checkpoint': 'checkpoint:posthoc_ema -> ema',
+    }
 
     def __init__(self, sigma_rels: Sequence[float] = (0.05, 0.10), snapshot_interval: int = 1000,
                  update_buffers: bool = False, ema_dtype=None) -> None:

@@ -61,6 +61,11 @@ class ProfilerHook(Hook):
     """
 
     priority = 'VERY_LOW'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        '*': '',
+        'after_train_iter after_train_epoch': '-> file:{json_trace_path}(rank0)',
+    }
 
     def __init__(self, *, by_epoch: bool = True, profile_times: int = 1,
                  activity_with_cpu: bool = True, activity_with_cuda: bool = False,

@@ -21,6 +21,11 @@ class RawWeightsEvalHook(Hook):
     """Before each validation, evaluate the raw weights and record ``val/raw/<name>``."""
 
     priority = 'ABOVE_NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': '',
+        'before_val_epoch': 'model(old) -> message_hub:val/raw/*',  # before EMAHook's swap
+    }
 
     def before_run(self, runner) -> None:
         mine = runner.hooks.index(self)

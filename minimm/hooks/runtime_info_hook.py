@@ -50,6 +50,18 @@ class RuntimeInfoHook(Hook):
     """Write the runtime information the other hooks and the log processor read (see the table)."""
 
     priority = 'VERY_HIGH'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': '-> message_hub:cfg message_hub:seed message_hub:experiment_name',
+        'before_train': ('-> message_hub:loop_stage message_hub:epoch message_hub:iter '
+                         'message_hub:max_* message_hub:dataset_meta'),
+        'after_train before_val after_val before_test after_test': '-> message_hub:loop_stage',
+        'before_train_epoch': '-> message_hub:epoch',
+        'before_train_iter': 'lr -> message_hub:iter message_hub:train/lr',
+        'after_train_iter': '-> message_hub:train/*',  # the losses train_step returned
+        'after_val_epoch': 'metrics:* -> message_hub:val/*',
+        'after_test_epoch': 'metrics:* -> message_hub:test/*',
+    }
 
     def __init__(self):
         self.last_loop_stage: Optional[str] = None

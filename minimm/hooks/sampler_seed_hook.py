@@ -13,6 +13,8 @@ class DistSamplerSeedHook(Hook):
     """Call ``set_epoch(runner.epoch)`` on the train dataloader's sampler before each epoch."""
 
     priority = 'NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_train_epoch': '-> sampler'}
 
     def before_train_epoch(self, runner) -> None:
         loader = runner.train_loop.dataloader

@@ -36,6 +36,8 @@ class SyncBuffersHook(Hook):
     """Average the model's buffers across ranks after each train epoch and before validation."""
 
     priority = 'NORMAL'
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'after_train_epoch before_val_epoch': 'model.buffers -> model.buffers'}
 
     def __init__(self) -> None:
         self.distributed = is_distributed()

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 import torch
 from torch.optim import Optimizer
 
+from minimm.dataflow import check_hook_order
 from minimm.work_dir import hold_work_dir, make_work_dir
 
 from .checkpoint import load_checkpoint, save_checkpoint
@@ -74,9 +75,7 @@ def _check_optimizer(optimizer):
 
 def _group_momentum(group):
     """SGD keeps ``momentum``; Adam-like optimizers keep it as ``betas[0]``; others have none."""
-    if 'momentum' in group:
-        return group['momentum']
-    return group['betas'][0] if 'betas' in group else 0
+    return group['momentum'] if 'momentum' in group else group.get('betas', (0,))[0]
 
 
 def _hook_from_policy(config, suffix):
@@ -84,9 +83,8 @@ def _hook_from_policy(config, suffix):
     ``'CosineAnnealing'``...): the class is the policy's name plus ``suffix``."""
     assert 'policy' in config, f'{suffix} config needs a "policy"'
     policy = config.pop('policy')
-    # An all-lower-case policy is title-cased ('step' -> 'Step'); any other is kept as written.
-    # MMCV's own rule, with its catch: 'cosineannealing' -> 'Cosineannealing', which no class
-    # is named; write 'CosineAnnealing'.
+    # An all-lower-case policy is title-cased ('step' -> 'Step'), any other kept (MMCV's rule):
+    # 'cosineannealing' -> 'Cosineannealing', which no class is named; write 'CosineAnnealing'.
     if policy == policy.lower():
         policy = policy.title()
     config['type'] = policy + suffix
@@ -103,6 +101,8 @@ class BaseRunner(metaclass=ABCMeta):
     """The base of ``EpochBasedRunner`` and ``IterBasedRunner``, which add ``run``, ``train``,
     ``val`` and ``save_checkpoint``. ``model`` has ``train_step(data_batch, optimizer)`` and
     ``val_step`` returning ``dict(loss=..., log_vars=..., num_samples=...)``."""
+
+    check_hooks = 'warn'  # minimm's: on an ordering bug in the hooks' dataflow, 'error' or 'off'
 
     def __init__(self, model, batch_processor=None, optimizer=None, work_dir=None, logger=None,
                  meta=None, max_iters=None, max_epochs=None):
@@ -222,6 +222,7 @@ class BaseRunner(metaclass=ABCMeta):
                          self.work_dir or 'NONE')
         self.logger.info('Hooks will be executed in the following order:\n%s',
                          self.get_hook_info(), extra=DETAIL)  # the console: on request
+        check_hook_order(self._hooks, Hook.stages, self.check_hooks, self.logger)  # dataflow.py
         self.logger.info(f'workflow: %s, max: %d {unit}', workflow, max_count)
 
     def _record_outputs(self, outputs, step_name):

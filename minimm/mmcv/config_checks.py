@@ -11,6 +11,7 @@ checkpoint keys, and the policies, with the close names the registry suggests.
 import difflib
 import inspect
 
+from minimm.dataflow import check_hooks_mode
 from minimm.values import check_arguments, problem
 
 from .hooks import HOOKS, EvalHook
@@ -48,6 +49,7 @@ def _check_hook(entry, where: str, default_type=None, cls=None) -> None:
 def check_mmcv_config(cfg) -> None:
     """Raise, naming the key, the value and what is allowed, for a hook setting of ``cfg``
     that cannot work."""
+    check_hooks_mode(cfg.get('check_hooks', 'warn'))  # minimm's key (minimm/dataflow.py)
     checkpoint = cfg.get('checkpoint_config')
     if isinstance(checkpoint, dict):
         takes = [name for name in inspect.signature(HOOKS.get('CheckpointHook')).parameters

@@ -95,6 +95,21 @@ def _build_and_run(cfg, work_dir: str, distributed: bool, validate: bool) -> obj
     runner = build_runner(cfg.runner, default_args=dict(
         model=model, optimizer=optimizer, work_dir=cfg.work_dir, logger=logger, meta=meta))
     runner.timestamp = timestamp  # the .log and .log.json files share one name
+    runner.check_hooks = cfg.get('check_hooks', 'warn')  # minimm's (minimm/dataflow.py)
+    register_cfg_hooks(runner, cfg, distributed, validate)
+    if cfg.get('resume_from'):
+        runner.resume(cfg.resume_from, map_location='cpu')
+        _warn_if_finished(runner)
+    elif cfg.get('load_from'):
+        runner.load_checkpoint(cfg.load_from)
+    runner.run(loaders, cfg.workflow)
+    return runner
+
+
+def register_cfg_hooks(runner, cfg, distributed: bool, validate: bool = True) -> None:
+    """Register the hooks of an MMCV config on ``runner``, as MMDetection 2.x's train_detector:
+    ``register_training_hooks``, then the sampler seed (distributed) and the eval hook (LOW).
+    ``minimm hooks CONFIG`` calls it too, so its table is what a run registers."""
     optimizer_config = cfg.get('optimizer_config')
     if cfg.get('fp16') is not None:
         optimizer_config = Fp16OptimizerHook(**(optimizer_config or {}), **cfg.fp16,
@@ -104,19 +119,13 @@ def _build_and_run(cfg, work_dir: str, distributed: bool, validate: bool) -> obj
                                    custom_hooks_config=cfg.get('custom_hooks'))
     if distributed and not isinstance(runner, IterBasedRunner):
         runner.register_hook(DistSamplerSeedHook())
+    data = cfg.data
     if validate and data.get('val') is not None:
         val_loader = build_dataloader(DATASETS.build(data.val), data.get('val_samples_per_gpu', 1),
                                       data.workers_per_gpu, False, distributed)
         eval_cfg = dict(cfg.get('evaluation', {}), by_epoch=not isinstance(runner, IterBasedRunner))
         hook_cls = DistEvalHook if distributed else EvalHook
         runner.register_hook(hook_cls(val_loader, **eval_cfg), priority='LOW')
-    if cfg.get('resume_from'):
-        runner.resume(cfg.resume_from, map_location='cpu')
-        _warn_if_finished(runner)
-    elif cfg.get('load_from'):
-        runner.load_checkpoint(cfg.load_from)
-    runner.run(loaders, cfg.workflow)
-    return runner
 
 
 def _warn_if_finished(runner) -> None:

@@ -16,6 +16,8 @@ from torch.utils.data import DataLoader
 from ..optim.scheduler import _ParamScheduler
 from ..registry import (DATA_SAMPLERS, DATASETS, HOOKS, LOOPS, OPTIM_WRAPPERS, OPTIMIZERS,
                         PARAM_SCHEDULERS)
+from ..dataflow import check_hook_order, check_hooks_mode
+from ..hooks import Hook
 from ..values import check_arguments, problem
 from .hook_dispatch import DEFAULT_HOOKS
 
@@ -80,12 +82,16 @@ def class_of(entry, registry) -> Optional[type]:
         return registry.get(entry['type'])
 
 
-def warn_hooks(train_cfg, default_hooks: Optional[dict], custom_hooks: Optional[list],
-               has_val: bool, logger) -> None:
-    """What a Runner warns about its hooks once they are known (``warn_duplicate_hooks``,
-    ``warn_by_epoch``)."""
+def check_registered_hooks(hooks: list, train_cfg, default_hooks: Optional[dict],
+                           custom_hooks: Optional[list], has_val: bool, check_hooks: str,
+                           logger) -> None:
+    """Once the hooks are registered: a built-in hook listed twice (``warn_duplicate_hooks``), a
+    ``by_epoch`` that cannot fire in this loop (``warn_by_epoch``), and the order against what
+    each hook declares it reads and writes (``minimm/dataflow.py``), with ``check_hooks``
+    ``'warn'``, ``'error'`` or ``'off'``."""
     warn_duplicate_hooks(default_hooks, custom_hooks, logger)
     warn_by_epoch(train_cfg, default_hooks, custom_hooks, has_val, logger)
+    check_hook_order(hooks, Hook.stages, check_hooks, logger)
 
 
 def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
@@ -184,6 +190,7 @@ def check_options(options: dict) -> None:
     """Check the values of a Runner's options (its constructor's arguments, by name) before
     anything is built: every option of the built-in hooks, loops, schedulers, optimizer
     wrapper, optimizer and dataloaders must be of its kind (``minimm/values.py``)."""
+    check_hooks_mode(options['check_hooks'])
     check_scheduler_cfg(options['param_scheduler'], options['optim_wrapper'])
     for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         _check_dataloader(options[key], key)

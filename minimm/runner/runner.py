@@ -55,7 +55,7 @@ from ..work_dir import make_work_dir
 from .resume import CheckpointMixin, parse_load_from
 from .hook_dispatch import HookDispatchMixin
 from .base_loop import BaseLoop
-from .checks import check_options, warn_hooks
+from .checks import check_options, check_registered_hooks
 
 ConfigType = Union[dict, Config]
 
@@ -95,6 +95,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         randomness: ``dict(seed=..., deterministic=False, diff_rank_seed=False)``.
         profile_hooks: time every hook call and print a table at the end of the run.
         verbose: print the config dump and the hook table (always in the log file) on the console.
+        check_hooks: 'warn', 'error' or 'off' on a hook-order bug (minimm's; ``dataflow.py``).
     """
 
     def __init__(self, model: Union[nn.Module, dict], work_dir: str,
@@ -114,7 +115,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  log_level: str = 'INFO', visualizer: Union[Visualizer, dict, None] = None,
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
-                 profile_hooks: bool = False, verbose: bool = False):
+                 profile_hooks: bool = False, verbose: bool = False, check_hooks: str = 'warn'):
         # Several processes: made by rank 0 alone, in _claim_work_dir.
         self.work_dir = make_work_dir(work_dir, create=launcher == 'none')
         self._details = None if verbose else DETAIL   # how the long startup lines are logged
@@ -178,7 +179,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
-        warn_hooks(train_cfg, default_hooks, custom_hooks, val_cfg is not None, self.logger)
+        check_registered_hooks(self.hooks, train_cfg, default_hooks, custom_hooks,
+                               val_cfg is not None, check_hooks, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
                          extra=self._details)
@@ -195,9 +197,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                 'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator',
                 'test_evaluator', 'default_hooks', 'custom_hooks', 'data_preprocessor',
                 'load_from', 'env_cfg', 'log_processor', 'visualizer', 'experiment_name')
-        # profile_hooks is minimm's own: passed only when set, so that a Runner subclass written
-        # for MMEngine's keywords can still be built by from_cfg.
-        extra = dict(profile_hooks=True) if cfg.get('profile_hooks', False) else {}
+        # minimm's own keys, passed only when set: a Runner subclass written for MMEngine builds.
+        extra = {key: cfg[key] for key in ('profile_hooks', 'verbose', 'check_hooks') if key in cfg}
         return cls(model=cfg['model'], work_dir=cfg['work_dir'],
                    resume=cfg.get('resume', False), launcher=cfg.get('launcher', 'none'),
                    log_level=cfg.get('log_level', 'INFO'),

@@ -35,6 +35,12 @@ class CheckpointHook(Hook):
     passed on to ``runner.save_checkpoint``. ``sync_buffer`` averages the model's buffers over
     the ranks before saving (rank 0 saves)."""
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    # It saves runner.meta too, before EvalHook (LOW) records a new best score there: MMCV's
+    # order, kept, so the score reaches the file one save later (not declared as a read).
+    dataflow = {'before_run': '', 'after_train_epoch after_train_iter':
+                'model optimizer -> file:*.pth(rank0) meta:last_ckpt'}
+
     def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
                  out_dir: Optional[str] = None, max_keep_ckpts: int = -1, save_last: bool = True,
                  sync_buffer: bool = False, file_client_args: Optional[dict] = None, **kwargs):

@@ -25,6 +25,14 @@ class EMAHook(Hook):
     """``momentum`` is the weight of the new value; ``warm_up`` makes the first updates take
     more of it; ``resume_from`` resumes a checkpoint once the EMA buffers exist to load into."""
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': 'model -> ema',
+        'after_train_iter': 'model.params -> ema',  # after OptimizerHook's step
+        'after_train_epoch before_train_epoch':
+            'model.params ema.params -> model.params ema.params',  # the swap
+    }
+
     def __init__(self, momentum: float = 0.0002, interval: int = 1,
                  warm_up: int = 100, resume_from: Optional[str] = None):
         assert isinstance(interval, int) and interval > 0

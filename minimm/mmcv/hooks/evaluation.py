@@ -45,6 +45,13 @@ class EvalHook(Hook):
     checkpoint to keep (``'auto'``: the first one the dataset returns), compared by ``rule``
     (``'greater'``/``'less'``, or guessed from the metric's name: see ``_init_rule``)."""
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': '',
+        'before_train_epoch before_train_iter after_train_epoch after_train_iter':
+            'model meta -> log_buffer:* meta:best_score meta:best_ckpt file:best_*.pth(rank0)',
+    }
+
     # Downstream code extends these for its own metrics.
     rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
     init_value_map = {'greater': -inf, 'less': inf}

@@ -11,6 +11,10 @@ from .hook import HOOKS, Hook
 
 @HOOKS.register_module()
 class IterTimerHook(Hook):
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_train_epoch before_val_epoch': '',
+                'before_train_iter before_val_iter': '-> log_buffer:data_time',
+                'after_train_iter after_val_iter': '-> log_buffer:time'}
 
     def _elapsed(self):
         return time.time() - self.t

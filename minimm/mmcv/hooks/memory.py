@@ -11,6 +11,8 @@ from .hook import HOOKS, Hook
 
 @HOOKS.register_module()
 class EmptyCacheHook(Hook):
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'*': ''}  # frees cached device memory: no value changes
 
     def __init__(self, before_epoch=False, after_epoch=True, after_iter=False):
         self._before_epoch, self._after_epoch = before_epoch, after_epoch

@@ -39,6 +39,9 @@ class OptimizerHook(Hook):
             makes DDP complain about unused parameters). Slow: for debugging.
     """
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'after_train_iter': 'lr -> model.params optimizer'}  # the step is a hook here
+
     def __init__(self, grad_clip: Optional[dict] = None, detect_anomalous_params: bool = False):
         self.grad_clip = grad_clip
         self.detect_anomalous_params = detect_anomalous_params
@@ -105,6 +108,9 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
     runner's global ``iter``, so they run across epoch ends.
     """
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_run': '', 'after_train_iter': 'lr -> model.params optimizer'}
+
     def __init__(self, cumulative_iters: int = 1, **kwargs):
         super().__init__(**kwargs)
         assert isinstance(cumulative_iters, int) and cumulative_iters > 0, (
@@ -164,6 +170,10 @@ class Fp16OptimizerHook(OptimizerHook):
     scaler is set back to it after every step) or a dict of ``GradScaler`` arguments. The scaler is
     CUDA's: without a GPU it switches itself off and the steps are plain ones.
     """
+
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_run': 'meta -> model',  # fp16_enabled flags; the scaler's saved state
+                'after_train_iter': 'lr -> model.params optimizer'}
 
     def __init__(self, grad_clip: Optional[dict] = None, coalesce: bool = True,
                  bucket_size_mb: int = -1,

@@ -27,6 +27,9 @@ class ProfilerHook(Hook):
     """MMCV 1.7's arguments: ``activities`` a list of ``'cpu'``/``'cuda'``, ``schedule`` the
     keyword arguments of ``torch.profiler.schedule``, the rest ``torch.profiler.profile``'s."""
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'*': '', 'after_train_epoch after_train_iter': '-> file:{json_trace_path}(rank0)'}
+
     def __init__(self, by_epoch: bool = True, profile_iters: int = 1,
                  activities: List[str] = ['cpu', 'cuda'], schedule: Optional[dict] = None,
                  on_trace_ready: Union[Callable, dict, None] = None, record_shapes: bool = False,

@@ -8,6 +8,8 @@ from .hook import HOOKS, Hook
 
 @HOOKS.register_module()
 class DistSamplerSeedHook(Hook):
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_train_epoch before_val_epoch': '-> sampler'}
 
     def before_epoch(self, runner):
         sampler = runner.data_loader.sampler

@@ -14,6 +14,9 @@ from .hook import HOOKS, Hook
 class SyncBuffersHook(Hook):
     """``distributed=False`` turns the hook off (one process has nothing to synchronise)."""
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'after_train_epoch after_val_epoch': 'model.buffers -> model.buffers'}
+
     def __init__(self, distributed: bool = True):
         self.distributed = distributed
 

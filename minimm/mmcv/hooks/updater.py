@@ -35,6 +35,9 @@ class LrUpdaterHook(Hook):
     ``warmup``: None, 'constant', 'linear' or 'exp'; ``warmup_iters``: its length (in epochs with
     ``warmup_by_epoch``); ``warmup_ratio``: the first warmed-up lr is that share of the regular."""
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_run': 'optimizer -> lr', 'before_train_epoch before_train_iter': '-> lr'}
+
     def __init__(self, by_epoch=True, warmup=None, warmup_iters=0, warmup_ratio=0.1,
                  warmup_by_epoch=False):
         check_warmup(warmup, warmup_iters, warmup_ratio, '"constant", "linear" and "exp"')
@@ -91,6 +94,9 @@ class LrUpdaterHook(Hook):
 
 class MomentumUpdaterHook(Hook):
     """Args as LrUpdaterHook's, without ``warmup_by_epoch`` (as in MMCV 1.7)."""
+
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {'before_run': 'optimizer -> lr', 'before_train_epoch before_train_iter': '-> lr'}
 
     def __init__(self, by_epoch=True, warmup=None, warmup_iters=0, warmup_ratio=0.9):
         # MMCV's message omits 'exp', which it accepts all the same.

@@ -40,6 +40,13 @@ class LoggerHook(Hook):
         by_epoch: count ``interval`` within the epoch (``runner.inner_iter``), not globally.
     """
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run after_run': '',  # open and close a service's run
+        'before_train_epoch before_val_epoch': '-> log_buffer:*',  # cleared
+        'after_train_iter after_train_epoch after_val_epoch': 'log_buffer:* lr ->',
+    }
+
     def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
                  by_epoch: bool = True):
         self.interval = interval

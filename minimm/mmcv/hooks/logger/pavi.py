@@ -65,6 +65,9 @@ class PaviLoggerHook(LoggerHook):
         add_ckpt_kwargs: ``active`` (False), ``start`` (0), ``interval`` (1).
     """
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {**LoggerHook.dataflow, 'before_train_iter': 'model ->'}  # the graph, uploaded
+
     def __init__(self, init_kwargs: Optional[Dict] = None, add_graph: Optional[bool] = None,
                  img_key: Optional[str] = None, add_last_ckpt: bool = False, interval: int = 10,
                  ignore_last: bool = True, reset_flag: bool = False, by_epoch: bool = True,

@@ -52,6 +52,15 @@ class TextLoggerHook(LoggerHook):
         file_client_args: only the local disk (``dict(backend='disk')``) is supported.
     """
 
+    # What each stage reads -> writes (minimm's addition; minimm/dataflow.py checks the order).
+    dataflow = {
+        'before_run': 'meta -> file:*.log.json(rank0)',
+        'before_train_epoch before_val_epoch': '-> log_buffer:*',  # cleared
+        'after_train_iter after_train_epoch after_val_epoch':
+            'log_buffer:* lr -> file:*.log.json(rank0)',
+        'after_run': 'file:* -> file:{out_dir}/*',  # every rank uploads, as in MMCV
+    }
+
     def __init__(self, by_epoch: bool = True, interval: int = 10, ignore_last: bool = True,
                  reset_flag: bool = False, interval_exp_name: int = 1000,
                  out_dir: Optional[str] = None, out_suffix: Union[str, tuple] = (
