@@ -80,12 +80,14 @@ def class_of(entry, registry) -> Optional[type]:
         return registry.get(entry['type'])
 
 
-def warn_hooks(train_cfg, default_hooks: Optional[dict], custom_hooks: Optional[list],
-               has_val: bool, logger) -> None:
-    """What a Runner warns about its hooks once they are known (``warn_duplicate_hooks``,
-    ``warn_by_epoch``)."""
+def warn_hooks(train_cfg, param_scheduler, default_hooks: Optional[dict],
+               custom_hooks: Optional[list], val_cfg, logger) -> None:
+    """What a Runner warns about once its logger exists: hooks listed twice, and ``by_epoch``
+    settings that cannot fire in an iteration-based loop."""
     warn_duplicate_hooks(default_hooks, custom_hooks, logger)
-    warn_by_epoch(train_cfg, default_hooks, custom_hooks, has_val, logger)
+    if train_loop_kind(train_cfg) == 'iter':
+        _warn_schedulers_step(param_scheduler, logger)
+    warn_by_epoch(train_cfg, default_hooks, custom_hooks, val_cfg is not None, logger)
 
 
 def warn_duplicate_hooks(default_hooks: Optional[dict], custom_hooks: Optional[list],
@@ -219,18 +221,16 @@ def check_options(options: dict) -> None:
     for index, entry in enumerate(schedulers if isinstance(schedulers, (list, tuple)) else
                                   [schedulers]):
         _check_entry(entry, PARAM_SCHEDULERS, f'param_scheduler[{index}]')
-    if train_loop_kind(train_cfg) == 'iter':
-        _check_schedulers_step(schedulers)
     load_from = options['load_from']
     if not isinstance(load_from, (str, os.PathLike, dict, type(None))):
         raise TypeError(f'load_from={load_from!r}: must be a checkpoint path (a str), '
                         "dict(path=..., trusted=True) or None")
 
 
-def _check_schedulers_step(schedulers) -> None:
+def _warn_schedulers_step(schedulers, logger) -> None:
     """In an iteration-based loop the only epoch ends after the last iteration, so a scheduler
-    with ``by_epoch=True`` would never change the lr during training (MMEngine runs it so, with
-    no word): an error naming it, as nothing about such a run is what the config says."""
+    with ``by_epoch=True`` never changes the lr during training. MMEngine runs it so, with no
+    word, and its own tests build such runners: a warning naming it, not an error."""
     if isinstance(schedulers, dict) and 'type' not in schedulers:  # one list per optimizer
         named = [(f'param_scheduler.{key}', value) for key, value in schedulers.items()]
     else:
@@ -243,11 +243,11 @@ def _check_schedulers_step(schedulers) -> None:
             else:
                 by_epoch = getattr(entry, 'by_epoch', False)
             if by_epoch:
-                raise ValueError(
+                logger.warning(
                     f'{where}{"" if single else f"[{index}]"}.by_epoch=True in an iteration-based '
-                    'train loop: it would step only after the last iteration, never during '
-                    'training; set by_epoch=False (begin/end in iterations), or '
-                    'convert_to_iter_based=True (begin/end in epochs of the train dataloader)')
+                    'train loop: it steps only after the last iteration, never during training; '
+                    'set by_epoch=False (begin/end in iterations), or convert_to_iter_based=True '
+                    '(begin/end in epochs of the train dataloader)')
 
 
 def _option(hook, key: str):

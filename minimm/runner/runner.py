@@ -179,7 +179,7 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
-        warn_hooks(train_cfg, default_hooks, custom_hooks, val_cfg is not None, self.logger)
+        warn_hooks(train_cfg, param_scheduler, default_hooks, custom_hooks, val_cfg, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
                          extra=DETAIL)
