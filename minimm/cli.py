@@ -25,7 +25,7 @@ import sys
 import traceback
 from typing import List, Optional
 
-from .logging.logger import show_details
+from .console_details import show_details
 
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',

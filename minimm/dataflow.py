@@ -39,6 +39,8 @@ when their hooks are registered; ``minimm hooks CONFIG`` prints ``table`` and th
 import fnmatch
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from .priority import get_priority, priority_name
+
 CHECK_HOOKS_MODES = ('warn', 'error', 'off')
 MARKS = ('local', 'rank0', 'per-rank', 'old')
 
@@ -143,10 +145,8 @@ def _first(words: Sequence[Word], others: Sequence[Word]) -> Optional[Tuple[Word
 
 
 def _priority(hook) -> Tuple[int, str]:
-    """A hook's priority as a number and as ``get_hooks_info`` names it (``'VERY_LOW'``). Both
-    worlds share ``Priority``; it is imported here, when a check runs, because importing the
-    ``minimm.runner`` package would import the MMEngine Runner, which imports this module."""
-    from .runner.priority import get_priority, priority_name
+    """A hook's priority as a number and as ``get_hooks_info`` names it (``'VERY_LOW'``, or
+    ``'49'`` between the levels); both worlds share ``Priority`` (``minimm/priority.py``)."""
     value = get_priority(hook.priority)
     return value, priority_name(value)
 

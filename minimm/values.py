@@ -111,3 +111,20 @@ def check_arguments(cls: type, kwargs: dict, where: str) -> None:
             wrong = 'must not be 0 (an interval of 0 would mean never)'
         if wrong is not None:
             raise ValueError(f'{where}.{key}={value!r}: {wrong} (an option of {cls.__name__})')
+
+
+def is_whole(value) -> bool:
+    """An int, or a float with nothing after the point; never a bool (True is no count)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
+
+
+def whole_number(name: str, value, minimum: Optional[int] = None) -> int:
+    """``value`` as an int; a ValueError naming ``name`` and ``value`` unless it is a whole number
+    (>= ``minimum`` when given). ``runner/checks.py`` checks the config with it, and the train
+    loops their counters: a loop may be built without the Runner."""
+    if not is_whole(value) or (minimum is not None and value < minimum):
+        allowed = 'an integer' if minimum is None else f'an integer >= {minimum}'
+        raise ValueError(f'{name}={value!r}: must be {allowed}')
+    return int(value)

@@ -13,7 +13,7 @@ import torch
 
 from minimm.cli import main
 from minimm.logging import MMLogger
-from minimm.logging.logger import show_details
+from minimm.console_details import show_details
 from minimm.mmcv import EpochBasedRunner
 from mmcv_toy import ToyModel, loader
 from toy import toy_runner

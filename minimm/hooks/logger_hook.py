@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..dist import is_main_process
-from ..logging.logger import DETAIL
+from ..console_details import DETAIL
 from ..plain_data import to_plain_data
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook

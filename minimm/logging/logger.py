@@ -18,32 +18,11 @@ import os
 import sys
 from typing import Optional, Union
 
+from ..console_details import not_a_hidden_detail
 from ..dist.utils import get_rank, is_distributed
 from ..utils.manager import ManagerMixin
 
 LOG_FORMAT = '%(asctime)s - %(name)s - %(levelname)s - %(message)s'
-
-# A line logged with ``extra=DETAIL`` (the config dump, the hook table: long, and read when
-# something needs looking into) goes to the log file always, and to the console only while
-# ``show_details(True)``. MMEngine logs both at INFO, so its console opens every run with them
-# (53 lines for the demo) before the first training line; minimm keeps the console for the
-# training and prints them on request: ``--verbose`` on the command line, ``Runner(...,
-# verbose=True)``, or ``show_details(True)`` (the classic MMCV runner too).
-DETAIL = {'minimm_detail': True}
-_console_shows_details = [False]
-
-
-def show_details(show: bool) -> bool:
-    """Whether the console prints the lines logged with ``extra=DETAIL``; returns the setting it
-    replaces (to put back)."""
-    before = _console_shows_details[0]
-    _console_shows_details[0] = show
-    return before
-
-
-def _not_a_hidden_detail(record: logging.LogRecord) -> bool:
-    return _console_shows_details[0] or not getattr(record, 'minimm_detail', False)
-
 
 def _rank() -> int:
     # The logger may be built before init_process_group (e.g. by a launcher script); the
@@ -78,7 +57,7 @@ class MMLogger(logging.Logger, ManagerMixin):
         console = logging.StreamHandler(stream=sys.stdout)
         console.setFormatter(logging.Formatter(LOG_FORMAT, datefmt='%m/%d %H:%M:%S'))
         console.setLevel(log_level if rank == 0 else logging.ERROR)
-        console.addFilter(_not_a_hidden_detail)
+        console.addFilter(not_a_hidden_detail)
         self.addHandler(console)
 
         if log_file is not None and rank == 0:

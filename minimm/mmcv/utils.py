@@ -17,8 +17,8 @@ from socket import gethostname
 import numpy as np
 import torch
 
-# The runners log their long startup lines (the hook table) with it: see minimm/logging/logger.py.
-from ..logging.logger import DETAIL  # noqa: F401
+# The runners log their long startup lines (the hook table) with it (minimm/console_details.py).
+from ..console_details import DETAIL  # noqa: F401
 from ..utils.misc import is_method_overridden  # noqa: F401  (mmcv.utils exports it)
 from .dist_utils import get_dist_info
 

@@ -7,7 +7,6 @@ twice (``EMAHook`` twice in ``custom_hooks``, ``CheckpointHook`` in ``default_ho
 what is allowed, instead of a crash later: ``val_interval=0`` (MMEngine divides by it after the
 first epoch), ``max_epochs='two'``, a ``param_scheduler`` of the wrong shape.
 """
-import numbers
 import os
 from typing import Dict, List, Optional
 
@@ -18,27 +17,12 @@ from ..registry import (DATA_SAMPLERS, DATASETS, HOOKS, LOOPS, OPTIM_WRAPPERS, O
                         PARAM_SCHEDULERS)
 from ..dataflow import check_hook_order, check_hooks_mode
 from ..hooks import Hook
-from ..values import check_arguments, problem
+from ..values import check_arguments, is_whole, problem, whole_number
 from .hook_dispatch import DEFAULT_HOOKS
+from .loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
 # The numbers a built-in train loop reads from train_cfg, and the smallest each may be.
 TRAIN_CFG_MINIMUMS = dict(max_epochs=0, max_iters=0, val_interval=1, val_begin=None)
-
-
-def _is_whole(value) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
-
-
-def whole_number(name: str, value, minimum: Optional[int] = None) -> int:
-    """``value`` as an int; a ValueError naming ``name`` and ``value`` unless it is a whole number
-    (>= ``minimum`` when given). ``check_train_cfg`` checks the config with it, and the train
-    loops their counters: a loop may be built without the Runner."""
-    if not _is_whole(value) or (minimum is not None and value < minimum):
-        allowed = 'an integer' if minimum is None else f'an integer >= {minimum}'
-        raise ValueError(f'{name}={value!r}: must be {allowed}')
-    return int(value)
 
 
 def check_train_cfg(cfg: dict, logger) -> None:
@@ -47,7 +31,7 @@ def check_train_cfg(cfg: dict, logger) -> None:
         if key in cfg:
             whole_number(f'train_cfg.{key}', cfg[key], minimum)
     for milestone, interval in cfg.get('dynamic_intervals') or []:
-        if not (_is_whole(milestone) and _is_whole(interval) and interval >= 1):
+        if not (is_whole(milestone) and is_whole(interval) and interval >= 1):
             raise ValueError(f'train_cfg.dynamic_intervals has ({milestone!r}, {interval!r}): '
                              'each must be (an integer milestone, an integer interval >= 1)')
     for key in ('max_epochs', 'max_iters'):
@@ -60,7 +44,6 @@ def train_loop_kind(train_cfg) -> Optional[str]:
     """'epoch' or 'iter' for a built-in train loop (or a subclass of one), given as a config or
     built; None for a loop of one's own (or an unknown ``type``), which may read ``train_cfg``
     its own way (MMEngine builds it with whatever keys it has)."""
-    from .loops import EpochBasedTrainLoop, IterBasedTrainLoop  # loops.py imports this file
     if isinstance(train_cfg, dict) and 'type' not in train_cfg:
         return 'epoch' if train_cfg.get('by_epoch', True) else 'iter'
     cls = class_of(train_cfg, LOOPS) if isinstance(train_cfg, dict) else type(train_cfg)
@@ -82,15 +65,17 @@ def class_of(entry, registry) -> Optional[type]:
         return registry.get(entry['type'])
 
 
-def check_registered_hooks(hooks: list, train_cfg, default_hooks: Optional[dict],
-                           custom_hooks: Optional[list], has_val: bool, check_hooks: str,
-                           logger) -> None:
-    """Once the hooks are registered: a built-in hook listed twice (``warn_duplicate_hooks``), a
-    ``by_epoch`` that cannot fire in this loop (``warn_by_epoch``), and the order against what
-    each hook declares it reads and writes (``minimm/dataflow.py``), with ``check_hooks``
-    ``'warn'``, ``'error'`` or ``'off'``."""
+def check_registered_hooks(hooks: list, train_cfg, param_scheduler,
+                           default_hooks: Optional[dict], custom_hooks: Optional[list], val_cfg,
+                           check_hooks: str, logger) -> None:
+    """Once the hooks are registered and the logger exists: hooks listed twice, ``by_epoch``
+    settings that cannot fire in an iteration-based loop, and the order against what each hook
+    declares it reads and writes (``minimm/dataflow.py``; ``check_hooks`` ``'warn'``,
+    ``'error'`` or ``'off'``)."""
     warn_duplicate_hooks(default_hooks, custom_hooks, logger)
-    warn_by_epoch(train_cfg, default_hooks, custom_hooks, has_val, logger)
+    if train_loop_kind(train_cfg) == 'iter':
+        _warn_schedulers_step(param_scheduler, logger)
+    warn_by_epoch(train_cfg, default_hooks, custom_hooks, val_cfg is not None, logger)
     check_hook_order(hooks, Hook.stages, check_hooks, logger)
 
 
@@ -190,7 +175,8 @@ def check_options(options: dict) -> None:
     """Check the values of a Runner's options (its constructor's arguments, by name) before
     anything is built: every option of the built-in hooks, loops, schedulers, optimizer
     wrapper, optimizer and dataloaders must be of its kind (``minimm/values.py``)."""
-    check_hooks_mode(options['check_hooks'])
+    if 'check_hooks' in options:  # a Runner's; a config check (plot-lr) has none
+        check_hooks_mode(options['check_hooks'])
     check_scheduler_cfg(options['param_scheduler'], options['optim_wrapper'])
     for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         _check_dataloader(options[key], key)
@@ -226,18 +212,16 @@ def check_options(options: dict) -> None:
     for index, entry in enumerate(schedulers if isinstance(schedulers, (list, tuple)) else
                                   [schedulers]):
         _check_entry(entry, PARAM_SCHEDULERS, f'param_scheduler[{index}]')
-    if train_loop_kind(train_cfg) == 'iter':
-        _check_schedulers_step(schedulers)
     load_from = options['load_from']
     if not isinstance(load_from, (str, os.PathLike, dict, type(None))):
         raise TypeError(f'load_from={load_from!r}: must be a checkpoint path (a str), '
                         "dict(path=..., trusted=True) or None")
 
 
-def _check_schedulers_step(schedulers) -> None:
+def _warn_schedulers_step(schedulers, logger) -> None:
     """In an iteration-based loop the only epoch ends after the last iteration, so a scheduler
-    with ``by_epoch=True`` would never change the lr during training (MMEngine runs it so, with
-    no word): an error naming it, as nothing about such a run is what the config says."""
+    with ``by_epoch=True`` never changes the lr during training. MMEngine runs it so, with no
+    word, and its own tests build such runners: a warning naming it, not an error."""
     if isinstance(schedulers, dict) and 'type' not in schedulers:  # one list per optimizer
         named = [(f'param_scheduler.{key}', value) for key, value in schedulers.items()]
     else:
@@ -250,11 +234,11 @@ def _check_schedulers_step(schedulers) -> None:
             else:
                 by_epoch = getattr(entry, 'by_epoch', False)
             if by_epoch:
-                raise ValueError(
+                logger.warning(
                     f'{where}{"" if single else f"[{index}]"}.by_epoch=True in an iteration-based '
-                    'train loop: it would step only after the last iteration, never during '
-                    'training; set by_epoch=False (begin/end in iterations), or '
-                    'convert_to_iter_based=True (begin/end in epochs of the train dataloader)')
+                    'train loop: it steps only after the last iteration, never during training; '
+                    'set by_epoch=False (begin/end in iterations), or convert_to_iter_based=True '
+                    '(begin/end in epochs of the train dataloader)')
 
 
 def _option(hook, key: str):

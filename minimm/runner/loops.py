@@ -26,8 +26,8 @@ from torch.utils.data import DataLoader
 from ..dataset.sampler import start_dataloader_at
 from ..evaluator import BaseMetric
 from ..registry import LOOPS
+from ..values import whole_number
 from .base_loop import BaseLoop
-from .checks import whole_number
 from .utils import calc_dynamic_intervals
 
 

@@ -45,7 +45,7 @@ from ..config.top_level_keys import RUNNER_KEYS, warn_unknown_keys
 from ..dist import get_dist_info, master_only
 from ..hooks import Hook
 from ..logging import Visualizer
-from ..logging.logger import DETAIL
+from ..console_details import DETAIL
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from ..registry import RUNNERS, DefaultScope
@@ -179,8 +179,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         self._init_hooks(profile_hooks)
         self.register_hooks(default_hooks, custom_hooks)
-        check_registered_hooks(self.hooks, train_cfg, default_hooks, custom_hooks,
-                               val_cfg is not None, check_hooks, self.logger)
+        check_registered_hooks(self.hooks, train_cfg, param_scheduler, default_hooks, custom_hooks,
+                               val_cfg, check_hooks, self.logger)
         self._log_env()
         self.logger.info(f'Hooks will be executed in the following order:\n{self.get_hooks_info()}',
                          extra=self._details)
