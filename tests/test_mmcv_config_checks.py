@@ -17,20 +17,9 @@ from minimm.mmcv import (HOOKS, OPTIMIZERS, RUNNERS, CheckpointHook, EMAHook, Ev
                          build_optimizer, build_runner)
 from minimm.mmcv.train import train_from_cfg
 from mmcv_toy import ToyData, ToyModel, loader, make_runner
+from test_bad_inputs import _mmcv_config as _config  # one epoch, batches of 512
 
 pytestmark = pytest.mark.ops_backend  # EMAHook averages through the ops
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(REPO, 'minimm', 'configs', 'digits_mmcv1.py')
-
-
-def _config(tmp_path, extra=''):
-    """The shipped MMCV config, one epoch of a few large batches, plus ``extra``."""
-    path = tmp_path / 'mmcv_cfg.py'
-    path.write_text(f"_base_ = ['{CONFIG}']\nrunner = dict(max_epochs=1)\n"
-                    "data = dict(samples_per_gpu=512)\n" + extra)
-    return str(path)
-
 
 # Each message was written by hand from the config key, the value and what the code accepts.
 @pytest.mark.parametrize('extra,message', [
@@ -153,7 +142,7 @@ def test_the_train_path_resumes_the_ema_buffers(tmp_path):
     holds: the averaged weights *and* the ema_* buffers (the trained weights). Before, the
     buffers were dropped and re-made from the averaged weights."""
     for resume in (None, 'auto'):  # a fresh config each time: training changes its dicts
-        config = Config.fromfile(_config(tmp_path))
+        config = Config.fromfile(_config(tmp_path, ''))
         config.work_dir = str(tmp_path / 'w')
         runner = train_from_cfg(config, resume=resume)
         if resume is None:
