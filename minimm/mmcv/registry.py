@@ -6,9 +6,21 @@ The registry *class* is minimm's (``minimm.registry.Registry``); every registry 
 in that registry alone, and when the constructor fails it re-raises the same kind of error with the
 class name in front (``KeyError('StepLrUpdaterHook: ...')``), so a bad config names the hook it
 broke.
+Different from MMCV: a name that is not in the registry gets the close names that are
+(``EMAHok is not in the hook registry. Did you mean 'EMAHook'?``), after MMCV's message.
 Left out compared with MMCV: scopes and parent registries.
 """
 import inspect
+
+from minimm.registry.lookup import did_you_mean
+
+
+def not_found_message(type_name: str, registry) -> str:
+    """MMCV's "X is not in the NAME registry", then the close names this registry holds (MMCV
+    looks in the registry itself only, so only its own names are offered). With none close,
+    MMCV's words exactly."""
+    hint = did_you_mean(type_name, registry.module_dict)
+    return f'{type_name} is not in the {registry.name} registry' + (f'.{hint}' if hint else '')
 
 
 def _class_to_build(obj_type, registry):
@@ -16,7 +28,7 @@ def _class_to_build(obj_type, registry):
     if isinstance(obj_type, str):
         found = registry.get(obj_type)
         if found is None:
-            raise KeyError(f'{obj_type} is not in the {registry.name} registry')
+            raise KeyError(not_found_message(obj_type, registry))
         return found
     if inspect.isclass(obj_type) or inspect.isfunction(obj_type):
         return obj_type

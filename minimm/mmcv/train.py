@@ -30,7 +30,7 @@ from . import digits  # noqa: F401 (registers the MMCV-style digits model and da
 from .builder import build_runner
 from .checkpoint import load_checkpoint
 from .config_checks import check_mmcv_config
-from .hooks import DistEvalHook, DistSamplerSeedHook, EvalHook, Fp16OptimizerHook
+from .hooks import DistEvalHook, DistSamplerSeedHook, EMAHook, EvalHook, Fp16OptimizerHook
 from .iter_based_runner import IterBasedRunner
 from .optimizer import build_optimizer
 from .parallel import MMDistributedDataParallel
@@ -95,11 +95,12 @@ def _build_and_run(cfg, work_dir: str, distributed: bool, validate: bool) -> obj
     runner = build_runner(cfg.runner, default_args=dict(
         model=model, optimizer=optimizer, work_dir=cfg.work_dir, logger=logger, meta=meta))
     runner.timestamp = timestamp  # the .log and .log.json files share one name
-    runner.check_hooks = cfg.get('check_hooks', 'warn')  # minimm's (minimm/dataflow.py)
+    runner.check_hooks = cfg.get('check_hooks', runner.check_hooks)  # minimm's (dataflow.py)
     register_cfg_hooks(runner, cfg, distributed, validate)
     if cfg.get('resume_from'):
         runner.resume(cfg.resume_from, map_location='cpu')
         _warn_if_finished(runner)
+        _resume_ema_hooks(runner, cfg.resume_from)
     elif cfg.get('load_from'):
         runner.load_checkpoint(cfg.load_from)
     runner.run(loaders, cfg.workflow)
@@ -135,6 +136,18 @@ def _warn_if_finished(runner) -> None:
     if total is not None and done >= total:
         runner.logger.warning(f'The checkpoint is at {unit} {done} and runner.max_{unit}s is '
                               f'{total}: nothing is left to train; raise max_{unit}s to train on.')
+
+
+def _resume_ema_hooks(runner, checkpoint: str) -> None:
+    """Hand the checkpoint to each EMAHook without a ``resume_from`` of its own: the resume
+    above dropped its ``ema_*`` buffers (they exist from ``before_run`` on), and the hook resumes
+    again once they do, which restores the averages and the trained weights. This is what an
+    MMDetection 2.x user does by hand, writing the checkpoint into the hook's ``resume_from``."""
+    for hook in runner.hooks:
+        if isinstance(hook, EMAHook) and hook.checkpoint is None:
+            hook.checkpoint = checkpoint
+            runner.logger.info(f'EMAHook (resume_from) loads {checkpoint} again in before_run, '
+                               'into the ema_* buffers the load above had no place for')
 
 
 def train_from_cfg(cfg, launcher: str = 'none', resume=None) -> object:

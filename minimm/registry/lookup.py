@@ -13,13 +13,26 @@ def walk(registry) -> list:
     return [registry] + [r for child in registry.children.values() for r in walk(child)]
 
 
+def did_you_mean(name: str, known) -> str:
+    """`` Did you mean 'A', 'B'?`` for the (at most three) names of ``known`` closest to ``name``,
+    or ''. Case does not count ('Sgd' finds 'SGD'); when no name is close in spelling, the names
+    that contain ``name`` are offered ('acc' finds 'accuracy_top-1')."""
+    by_lower = {}
+    for key in known:
+        by_lower.setdefault(str(key).lower(), key)
+    query = name.lower()
+    close = difflib.get_close_matches(query, list(by_lower), n=3, cutoff=0.6)
+    if not close and len(query) >= 3:
+        close = [key for key in by_lower if query in key][:3]
+    return f' Did you mean {", ".join(repr(by_lower[key]) for key in close)}?' if close else ''
+
+
 def not_found_message(registry, type_name: str) -> str:
     """MMEngine's "X is not in the scope::name registry" message, with the close matches among
     the names ``registry`` can see and the other scopes where ``type_name`` *is* registered."""
     lineage = registry._lineage()
     known = [key for node in lineage for key in node.module_dict]
-    close = difflib.get_close_matches(type_name, known, n=3, cutoff=0.6)
-    hint = f' Did you mean {", ".join(repr(c) for c in close)}?' if close else ''
+    hint = did_you_mean(type_name, known)
     elsewhere = [node.scope for node in walk(registry._get_root_registry())
                  if type_name in node.module_dict and node not in lineage]
     if elsewhere:

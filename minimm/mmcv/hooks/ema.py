@@ -7,8 +7,16 @@ parameters and their averages swap places, so validation, EvalHook and Checkpoin
 hook see the averaged weights; the next epoch swaps them back. Compare the MMEngine side's
 ``minimm/hooks/ema_hook.py``, which keeps a separate averaged copy of the model.
 
+Resuming: the ``ema_*`` buffers exist only from ``before_run`` on, so a ``runner.resume`` made
+before ``run`` (MMDetection 2.x's ``train_detector``, a config's ``resume_from``) finds no buffer
+to load them into and drops them; in an epoch-based run the parameters it loads are the averages
+(saved while swapped in), and training goes on from them. MMCV's way out is this hook's own
+``resume_from``: it resumes again once the buffers exist. ``minimm train`` sets it for you;
+elsewhere this hook warns, naming it.
+
 Different from MMCV: one call of minimm's fused ``ops.ema_update_`` updates every average (MMCV's
-formula, up to rounding), over tensor lists made once in ``before_run``.
+formula, up to rounding), over tensor lists made once in ``before_run``; ``resume_from`` maps the
+checkpoint to the CPU where there is no GPU (MMCV's ``IterBasedRunner.resume`` would fail).
 """
 from typing import Optional
 
@@ -47,6 +55,7 @@ class EMAHook(Hook):
 
     def before_run(self, runner):
         model = runner.model.module if is_module_wrapper(runner.model) else runner.model
+        self._warn_if_averages_lost(runner, model)
         self.model_parameters = dict(model.named_parameters())
         self.param_ema_buffer = {}
         for name, param in self.model_parameters.items():
@@ -59,7 +68,23 @@ class EMAHook(Hook):
         self._ema_buffers = [self.model_buffers[buffer_name]
                              for buffer_name in self.param_ema_buffer.values()]
         if self.checkpoint is not None:
-            runner.resume(self.checkpoint)
+            on_gpu = torch.cuda.is_available()
+            runner.resume(self.checkpoint, **({} if on_gpu else dict(map_location='cpu')))
+
+    def _warn_if_averages_lost(self, runner, model):
+        """A runner that has trained (``iter > 0``) on a model without this hook's buffers was
+        resumed (or loaded) before they existed: the checkpoint's averages were not loaded."""
+        first = next(iter(model.named_parameters()), None)
+        if self.checkpoint is not None or runner.iter == 0 or first is None or \
+                hasattr(model, 'ema_' + first[0].replace('.', '_')):
+            return
+        runner.logger.warning(
+            f'EMAHook: the runner is at iter {runner.iter} but the model has no ema_* buffers '
+            'yet: a checkpoint resumed before run() could not load them (it dropped them as '
+            'unexpected keys), so the averages restart from the loaded weights, and an '
+            'epoch-based run trains on from the averaged ones. To restore them, give the '
+            'checkpoint to this hook too: EMAHook(resume_from=CKPT) (in a config, '
+            "custom_hooks=[dict(type='EMAHook', resume_from=CKPT, ...)]), as in MMCV 1.7.2")
 
     def after_train_iter(self, runner):
         step = runner.iter

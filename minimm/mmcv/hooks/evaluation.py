@@ -8,7 +8,8 @@ a training script builds it itself.
 MMCV's quirks are kept: a score of 0 never saves; a ``less_keys`` given as a string needs
 ``greater_keys`` to be one too; by-iteration evaluation first makes the logger hooks log.
 Different: local disk only (no ``file_client_args``); the log line about where the best
-checkpoint goes names no file backend.
+checkpoint goes names no file backend; a ``save_best`` that is not among the metrics is named
+with the metrics and the close ones (MMCV: a KeyError of the key alone).
 """
 import math
 import os
@@ -21,6 +22,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from minimm.dist import broadcast
+from minimm.registry.lookup import did_you_mean
 from minimm.work_dir import own_path
 
 from ..test import multi_gpu_test, single_gpu_test
@@ -224,6 +226,13 @@ class EvalHook(Hook):
             return None
         if self.key_indicator == 'auto':
             self._init_rule(self.rule, next(iter(metrics)))
+        if self.key_indicator not in metrics:  # MMCV: a bare KeyError of the key
+            dataset = type(self.dataloader.dataset).__name__
+            raise KeyError(f'save_best={self.key_indicator!r} is not a metric of this '
+                           f'evaluation: {dataset}.evaluate returned '
+                           f'{", ".join(map(repr, metrics))}.'
+                           f'{did_you_mean(self.key_indicator, metrics)} Set save_best to one of '
+                           "them, or to 'auto' for the first")
         return metrics[self.key_indicator]
 
 
