@@ -30,6 +30,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import sharding
 from .aliases import first_names
 from .checks import check_layouts, check_no_overlap, check_pairs
 from .loader import native_for
@@ -146,6 +147,7 @@ def ema_update_(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[floa
                          f'on {device}; give it on their device or on the CPU')
     if not native_for(device):
         return ema_update_ref(ema, src, weight)
+    sharding.register()  # DTensors (FSDP2's shards) need the op's sharding rule: ops/sharding.py
     if isinstance(weight, Tensor):
         torch.ops.minimm.ema_update_(ema, src, weight, 0.0)
     else:
