@@ -39,6 +39,11 @@ Differences from MMEngine, on purpose:
   moving (minimm/ops/ema_stall.py, which also warns when that happens). The kernels average a
   bf16 source into an fp32 copy in one pass; ``EMAHook`` casts back for validation and checkpoints.
 
+* A model whose parameters are DTensors (sharded over processes) is averaged shard by shard:
+  the deep copy keeps their placements, so each rank's averaged copy holds its own shards only,
+  and the plan updates the local shards (no gather, no host read). A module wrapped by FSDP2's
+  ``fully_shard`` refuses a deep copy, so it cannot be averaged this way yet.
+
 Added: :class:`PowerFunctionEMA`, EDM2's power-function EMA (the rule that post-hoc EMA,
 minimm/model/posthoc_ema.py, builds on); MMEngine has no such class.
 
@@ -48,6 +53,7 @@ buffer), so ``load_state_dict`` copies into them in place as usual.
 import itertools
 import math
 import numbers
+import sys
 import warnings
 from copy import deepcopy
 from typing import Dict, Optional
@@ -378,9 +384,19 @@ def plan_record(averaged, model: nn.Module) -> AveragingRecord:
     for avg, rule in zip(averaged, rules):
         entries = avg.avg_parameters
         mirrored = [] if avg.update_buffers else list(avg.module.buffers())
-        targets.append(EMATarget([entries[name] for name in names], mirrored, rule,
-                                 interval=avg.interval, **avg.weight_args()))
-    return AveragingRecord(owner, [src[name] for name in names],
-                           [] if first.update_buffers else list(model.buffers()), targets,
+        targets.append(EMATarget(_shards([entries[name] for name in names]), _shards(mirrored),
+                                 rule, interval=avg.interval, **avg.weight_args()))
+    return AveragingRecord(owner, _shards([src[name] for name in names]),
+                           _shards([] if first.update_buffers else list(model.buffers())), targets,
                            [avg.steps for avg in averaged], [avg._host_steps for avg in averaged])
 
+
+
+def _shards(tensors):
+    """Each tensor, or this rank's shard of it when it is a DTensor (a sharded model's
+    parameter, whose averaged copy is a DTensor with the same placements): the plan updates the
+    local shards, with no gather. DTensor's package is looked at only when it is loaded."""
+    dtensor = sys.modules.get('torch.distributed.tensor')
+    if dtensor is None:
+        return tensors
+    return [t.to_local() if isinstance(t, dtensor.DTensor) else t for t in tensors]
