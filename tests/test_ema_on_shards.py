@@ -1,16 +1,20 @@
-"""Averaged models of a model whose parameters are DTensors sharded over 2 gloo processes: each
-rank's averaged copy holds its own shards only (same placements), the plan updates them with no
-gather and no host read, and the gathered averages equal those of the same training on whole
-tensors, bit for bit (every element goes through the same operations, on whichever rank holds
-it)."""
+"""EMAs on DTensors sharded over 2 gloo processes (one spawn for the module's tests).
+
+``ema_update_`` on DTensors (FSDP2's parameters): each rank updates its own shards, with the
+numbers of the same call on the whole tensors.
+
+Averaged models of a model whose parameters are DTensors: each rank's averaged copy holds its
+own shards only (same placements), the plan updates them with no gather and no host read, and the
+gathered averages equal those of the same training on whole tensors, bit for bit (every element
+goes through the same operations, on whichever rank holds it)."""
 import pytest
 import torch
 from torch import nn
 
 from dist_utils import run_distributed
-from minimm.runner.device_reads import DeviceReads
 from minimm.model import (AveragingGroup, ExponentialMovingAverage, MomentumAnnealingEMA,
                           PowerFunctionEMA, StochasticWeightAverage)
+from minimm.runner.device_reads import DeviceReads
 
 pytestmark = pytest.mark.ops_backend  # see tests/backend_words.py
 
@@ -50,7 +54,36 @@ def train(model, shard=lambda t: t, extra=False):
     return single + group.averaged
 
 
+def whole_tensors():
+    torch.manual_seed(0)
+    ema = [torch.randn(7, 3), torch.randn(5), torch.randn(6, 2, dtype=torch.float64)]
+    src = [torch.randn(7, 3), torch.randn(5), torch.randn(6, 2, dtype=torch.float64)]
+    return ema, src
+
+
+def sharded_updates(rank):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from minimm.ops import ema_update_
+    mesh = init_device_mesh('cpu', (2, ))
+    ema, src = whole_tensors()
+    # 7 rows on 2 ranks: 4 and 3 (uneven shards); a replicated pair; a source replicated while
+    # its EMA is sharded (sliced on each rank, no gather).
+    ema_layout = [[Shard(0)], [Replicate()], [Shard(1)]]
+    src_layout = [[Shard(0)], [Replicate()], [Replicate()]]
+    ema_d = [distribute_tensor(t, mesh, p) for t, p in zip(ema, ema_layout)]
+    src_d = [distribute_tensor(t, mesh, p) for t, p in zip(src, src_layout)]
+    local_before = [t.to_local().data_ptr() for t in ema_d]
+    ema_update_(ema_d, src_d, 0.25)
+    ema_update_(ema_d, src_d, torch.tensor(0.5))
+    assert [t.placements for t in ema_d] == [tuple(p) for p in ema_layout]
+    assert [t.to_local().data_ptr() for t in ema_d] == local_before  # in place, on the shards
+    return [t.full_tensor() for t in ema_d], [tuple(t.to_local().shape) for t in ema_d]
+
+
 def on_two_ranks(rank):
+    updates = sharded_updates(rank)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard, distribute_tensor
     mesh = init_device_mesh('cpu', (2, ))
@@ -72,14 +105,30 @@ def on_two_ranks(rank):
                         for k, v in avg.state_dict().items()})
         local.append(sum(p.to_local().numel() for p in params))
         backends.append(avg.backend)
-    return weights, local, backends
+    return updates, (weights, local, backends)
 
 
-def test_every_averaging_rule_on_shards_equals_the_whole_tensor_run(tmp_path):
+@pytest.fixture(scope='module')
+def ranks(tmp_path_factory):
+    """What each of the 2 ranks returned: its ``ema_update_`` results, its averaged models'."""
+    return run_distributed(on_two_ranks, tmp_path_factory.mktemp('shards'))
+
+
+def test_ema_update_on_dtensors_updates_each_rank_s_shards(ranks):
+    from minimm.ops import ema_update_
+    ema, src = whole_tensors()
+    ema_update_(ema, src, 0.25)
+    ema_update_(ema, src, torch.tensor(0.5))
+    for rank, ((gathered, local_shapes), _) in enumerate(ranks):
+        assert local_shapes == [(4, 3) if rank == 0 else (3, 3), (5, ), (6, 1)]
+        for got, want in zip(gathered, ema):
+            assert torch.equal(got, want)
+
+
+def test_every_averaging_rule_on_shards_equals_the_whole_tensor_run(ranks):
     whole = train(make_model(), extra=True)
     full_numel = sum(p.numel() for p in whole[0].module.parameters())  # 5*7 + 7 + 7 + 7 = 56
-    results = run_distributed(on_two_ranks, tmp_path)
-    for rank, (weights, local, backends) in enumerate(results):
+    for rank, (_, (weights, local, backends)) in enumerate(ranks):
         # 7 rows on 2 ranks: 4 and 3 of each parameter, the EMA memory split with them
         assert local == [(4 if rank == 0 else 3) * 8] * len(whole) and 2 * 4 * 8 - full_numel == 8
         assert 'loop' not in backends[:4]  # the fused plan ran on the shards
