@@ -61,7 +61,8 @@ TensorPlace place_of(const c10::TensorImpl* impl) {
   const c10::IntArrayRef sizes = impl->sizes(), strides = impl->strides();
   for (size_t d = 0; d < sizes.size(); ++d)
     layout = ((layout * 1000003u) ^ static_cast<uint64_t>(sizes[d])) * 1000003u ^ static_cast<uint64_t>(strides[d]);
-  return {impl->unsafe_storage().unsafeGetStorageImpl(), impl->storage_offset(), impl->numel(), impl->dtype(), layout};
+  const c10::Storage& storage = impl->unsafe_storage();
+  return {storage.unsafeGetStorageImpl(), storage.data(), impl->storage_offset(), impl->numel(), impl->dtype(), layout};
 }
 
 EMAPlan::EMAPlan(std::vector<at::Tensor> ema_, std::vector<at::Tensor> src_, std::vector<at::Tensor> mirror_ema_,

@@ -96,14 +96,17 @@ void add_rows(Table& table, at::TensorList dst, at::TensorList src, bool mirrore
 
 // Where a tensor's data lives and how it is laid out, read from its TensorImpl alone. Re-pointing
 // a tensor (`param.data = x`, `.to()`, `set_`, a dtype view) or resizing it changes one of these
-// fields; a storage resized underneath its tensors (as FSDP does) is not seen.
+// fields, and so does a storage resized underneath its tensors (FSDP frees a parameter's memory with
+// `storage.resize_(0)` and allocates it again later: the same storage, another address).
 struct TensorPlace {
   const void* storage;
+  const void* data;  // the storage's memory itself
   int64_t offset, numel;
   caffe2::TypeMeta dtype;
   uint64_t layout;  // a hash of the sizes and strides
   bool operator==(const TensorPlace& o) const {
-    return storage == o.storage && offset == o.offset && numel == o.numel && dtype == o.dtype && layout == o.layout;
+    return storage == o.storage && data == o.data && offset == o.offset && numel == o.numel && dtype == o.dtype &&
+           layout == o.layout;
   }
 };
 TensorPlace place_of(const c10::TensorImpl* impl);

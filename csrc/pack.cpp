@@ -158,7 +158,8 @@ PackPlan::PackPlan(std::vector<at::Tensor> tensors_) : tensors(std::move(tensors
 }
 
 TensorPlace flat_place_of(const c10::TensorImpl* impl) {
-  return {impl->unsafe_storage().unsafeGetStorageImpl(), impl->storage_offset(), impl->numel(), impl->dtype(),
+  const c10::Storage& storage = impl->unsafe_storage();
+  return {storage.unsafeGetStorageImpl(), storage.data(), impl->storage_offset(), impl->numel(), impl->dtype(),
           static_cast<uint64_t>(impl->is_contiguous())};
 }
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from minimm.hooks import EMAHook
-from minimm.model import ExponentialMovingAverage
+from minimm.model import ExponentialMovingAverage, MomentumAnnealingEMA
 from minimm.ops import EMAPlan
 from minimm.ops.ema import FALLBACK_ULPS
 from test_ops_ema import assert_within_fallback_bound, magnitude
@@ -142,3 +142,18 @@ def test_ema_hook_validates_and_saves_in_the_model_dtype_and_resumes_the_fp32_co
     for name, value in average.items():
         assert torch.equal(resumed.ema_model.module.state_dict()[name], value)
     assert int(resumed.ema_model.steps) == 3
+
+
+def test_the_stall_check_weighs_a_step_with_the_rule_s_weight_not_the_momentum():
+    """A bf16 MomentumAnnealingEMA's second call averages with gamma / (gamma + 1) = 0.99, which
+    moves every element: no warning (issue 39 found one saying 96 % would not move, judged with
+    the momentum floor 0.0002). A bf16 ExponentialMovingAverage with that momentum does warn."""
+    caught = {}
+    for cls in (MomentumAnnealingEMA, ExponentialMovingAverage):
+        model = bf16_model()
+        averaged = cls(model)
+        with warnings.catch_warnings(record=True) as caught[cls]:
+            warnings.simplefilter('always')
+            train(model, [averaged], steps=2)
+    assert not [w for w in caught[MomentumAnnealingEMA] if 'would not move' in str(w.message)]
+    assert [w for w in caught[ExponentialMovingAverage] if 'would not move' in str(w.message)]

@@ -39,6 +39,7 @@ import torch.distributed as torch_dist
 from torch import Tensor
 
 from .. import ops
+from ..ops.aliases import distinct
 from .utils import get_rank, get_world_size
 
 _OPS = ('sum', 'mean')
@@ -148,7 +149,7 @@ def all_reduce_params(params: Iterable[Tensor], coalesce: bool = True, bucket_si
     world_size = get_world_size()
     if world_size == 1:
         return
-    tensors = ops.distinct([p.data for p in params])
+    tensors = distinct([p.data for p in params])
     if op == 'mean' and any(t.dtype == torch.bool for t in tensors):
         raise ValueError('all_reduce_params: bool tensors cannot be averaged')
     if not coalesce:

@@ -24,8 +24,8 @@ from typing import Optional, Sequence
 
 from ..checkpoint import save_checkpoint, unwrap_model, weights_to_cpu
 from ..dist import master_only
-from ..model.averaged_model import PowerFunctionEMA, plan_rule
-from ..ops import MAX_TARGETS, FusedAveraging
+from ..model.averaged_model import PowerFunctionEMA
+from ..model.averaging_group import AveragingGroup
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
 
@@ -61,11 +61,12 @@ class PostHocEMAHook(Hook):
             raise ValueError(f'PostHocEMAHook: sigma_rels={sigma_rels!r} must be a list or a tuple '
                              'of widths in (0, 0.3)')
         sigma_rels = tuple(sigma_rels)
-        if not 1 <= len(sigma_rels) <= MAX_TARGETS or len(set(sigma_rels)) != len(sigma_rels):
+        most = AveragingGroup.MAX_MODELS
+        if not 1 <= len(sigma_rels) <= most or len(set(sigma_rels)) != len(sigma_rels):
             raise ValueError(f'PostHocEMAHook: sigma_rels={sigma_rels!r} must hold 1 to '
-                             f'{MAX_TARGETS} different widths')
+                             f'{most} different widths')
         named = {}  # a width's snapshots and checkpoint entry are named by it to 3 decimals
-        for sigma_rel in (s for s in sigma_rels if isinstance(s, float | int)):
+        for sigma_rel in (s for s in sigma_rels if isinstance(s, (float, int))):
             name = f'{sigma_rel:.3f}'
             if name in named:
                 raise ValueError(f'PostHocEMAHook: sigma_rels {named[name]!r} and {sigma_rel!r} '
@@ -80,7 +81,7 @@ class PostHocEMAHook(Hook):
         self.snapshot_interval = snapshot_interval
         self.ema_args = dict(update_buffers=update_buffers, ema_dtype=ema_dtype)
         self.ema_models = []
-        self._fused = FusedAveraging()
+        self._group: Optional[AveragingGroup] = None
         self.snapshot_dir: Optional[str] = None
 
     def before_run(self, runner) -> None:
@@ -88,15 +89,13 @@ class PostHocEMAHook(Hook):
         self.ema_models = [PowerFunctionEMA(self.src_model, sigma_rel=s, **self.ema_args)
                            for s in self.sigma_rels]
         self.snapshot_dir = osp.join(runner.work_dir, SNAPSHOT_DIR)
-        how = self._fused.describe(self.ema_models, self.src_model, 'power')
+        self._group = AveragingGroup(self.ema_models)
+        how = self._group.describe(self.src_model)
         runner.logger.info(f'PostHocEMAHook: sigma_rels {list(self.sigma_rels)}, {how}')
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: DATA_BATCH = None,
                          outputs: Optional[dict] = None) -> None:
-        # One fused pass for all the EMAs; one update each where the plan cannot run.
-        if not self._fused.step(self.ema_models, self.src_model, plan_rule(self.ema_models[0])):
-            for ema in self.ema_models:
-                ema.update_parameters(self.src_model)
+        self._group.update_parameters(self.src_model)  # one fused pass for all the EMAs
         last = self.is_last_train_iter(runner)
         if self.every_n_train_iters(runner, self.snapshot_interval) or last:
             self.save_snapshots(runner.iter + 1)

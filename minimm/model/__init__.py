@@ -4,5 +4,6 @@ from .data_preprocessor import ImgDataPreprocessor, stack_batch
 from .digits_cnn import DigitsCNN
 from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                              PowerFunctionEMA, StochasticWeightAverage)
+from .averaging_group import AveragingGroup
 from .utils import convert_sync_batchnorm, revert_sync_batchnorm
 from .wrappers import MMDistributedDataParallel, is_model_wrapper

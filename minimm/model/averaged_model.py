@@ -22,9 +22,12 @@ Differences from MMEngine, on purpose:
   it: when the class's ``avg_func`` is one of the built-in ones (``PLAN_RULES``), the whole step
   runs as one fused plan call instead (:class:`minimm.ops.averaging.FusedAveraging`: native
   C++/CUDA when available, else its PyTorch fallback, MMEngine's ``lerp_``; that module also says
-  how the plan follows tensors replaced in either model). A subclass that overrides ``avg_func``
-  gets the loop, so custom rules keep working. :attr:`backend` and :meth:`describe` say which
-  path runs (EMAHook logs it).
+  how the plan follows tensors replaced in either model). The fast path knows nothing of these
+  classes: :func:`plan_record` hands it one record of the tensors, rules and counters, when it
+  asks (only to build or rebuild a plan). A subclass that overrides ``avg_func`` gets the loop,
+  so custom rules keep working. :attr:`backend` and :meth:`describe` say which path runs
+  (EMAHook logs it). :class:`~minimm.model.averaging_group.AveragingGroup` updates several
+  averaged models of one source in one pass (PostHocEMAHook's EMAs).
 * A tensor with two names (tied weights, listed twice by ``state_dict()``) is averaged once;
   MMEngine averages it once per name.
 * Integer buffers (BatchNorm's ``num_batches_tracked``) with ``update_buffers=True`` are *copied*
@@ -36,6 +39,11 @@ Differences from MMEngine, on purpose:
   moving (minimm/ops/ema_stall.py, which also warns when that happens). The kernels average a
   bf16 source into an fp32 copy in one pass; ``EMAHook`` casts back for validation and checkpoints.
 
+* A model whose parameters are DTensors (sharded over processes) is averaged shard by shard:
+  the deep copy keeps their placements, so each rank's averaged copy holds its own shards only,
+  and the plan updates the local shards (no gather, no host read). A module wrapped by FSDP2's
+  ``fully_shard`` refuses a deep copy, so it cannot be averaged this way yet.
+
 Added: :class:`PowerFunctionEMA`, EDM2's power-function EMA (the rule that post-hoc EMA,
 minimm/model/posthoc_ema.py, builds on); MMEngine has no such class.
 
@@ -45,6 +53,7 @@ buffer), so ``load_state_dict`` copies into them in place as usual.
 import itertools
 import math
 import numbers
+import sys
 import warnings
 from copy import deepcopy
 from typing import Dict, Optional
@@ -53,11 +62,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from minimm.ops import FusedAveraging, averaging_weight, ema_update_ref, first_names
+from minimm.ops import AveragingRecord, EMATarget, FusedAveraging, averaging_weight, ema_update_ref
+from minimm.ops.aliases import first_names
+from minimm.ops.ema import DEFAULT_MOMENTUM
 from minimm.registry import MODELS
 from .host_count import HostCount
 
-DEFAULT_MOMENTUM = 0.0002
 EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
 # PowerFunctionEMA: widths up to about 0.3003 have a power-function profile (a root gamma > -1).
 SIGMA_REL_MAX = 0.3
@@ -94,6 +104,7 @@ class BaseAveragedModel(nn.Module):
         self.update_buffers = update_buffers
         self._fused = FusedAveraging()  # the fast path's state (minimm/ops/averaging.py)
         self._host_steps = HostCount(self.steps, 0)  # the plan's fallback and the loop read it
+        self._conversions = 0  # .to(), .half()...: an AveragingGroup's plan is then rebuilt
 
     @property
     def avg_parameters(self) -> Dict[str, Tensor]:
@@ -116,6 +127,11 @@ class BaseAveragedModel(nn.Module):
         """Average ``source_param`` into ``averaged_param`` in place at call count ``steps``."""
         raise NotImplementedError(f'{type(self).__name__} must implement avg_func')
 
+    def weight_args(self) -> dict:
+        """The numbers of this class's rule, as :func:`minimm.ops.averaging_weight` takes them
+        (``interval`` aside)."""
+        return {}
+
     def forward(self, *args, **kwargs):
         """Run the averaged copy."""
         return self.module(*args, **kwargs)
@@ -123,6 +139,7 @@ class BaseAveragedModel(nn.Module):
     def _apply(self, fn, *args, **kwargs):
         # .to(), .half(), .cuda()... replace the module's tensors: the plan is rebuilt.
         self._fused.forget(type(self).__name__)
+        self._conversions += 1
         return super()._apply(fn, *args, **kwargs)
 
     def _source_entries(self, model: nn.Module, names) -> Dict[str, Tensor]:
@@ -136,7 +153,7 @@ class BaseAveragedModel(nn.Module):
     @torch.no_grad()
     def update_parameters(self, model: nn.Module) -> None:
         """One averaging step from ``model`` (see the module docstring for what each call does)."""
-        if self._fused.step([self], model, plan_rule(self)):
+        if self._fused.step(model, self._plan_record):
             return  # the whole step ran as one fused plan call
         averaged = self.avg_parameters
         src_parameters = self._source_entries(model, averaged)
@@ -163,7 +180,10 @@ class BaseAveragedModel(nn.Module):
     def describe(self, model: nn.Module) -> str:
         """One line saying how :meth:`update_parameters` averages ``model``, e.g.
         ``fused native plan on cuda:0, 161 tensors (25.6 M values)``, or why it falls back."""
-        return self._fused.describe([self], model, plan_rule(self))
+        return self._fused.describe(model, self._plan_record)
+
+    def _plan_record(self, model: nn.Module) -> AveragingRecord:
+        return plan_record([self], model)
 
 
 def _parse_ema_dtype(ema_dtype) -> Optional[torch.dtype]:
@@ -220,6 +240,9 @@ class ExponentialMovingAverage(BaseAveragedModel):
         super().__init__(model, interval, device, update_buffers, ema_dtype=ema_dtype)
         self.momentum = momentum
 
+    def weight_args(self) -> dict:
+        return dict(momentum=self.momentum)
+
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
         ema_update_ref([averaged_param], [source_param], self.momentum)
 
@@ -244,6 +267,9 @@ class MomentumAnnealingEMA(ExponentialMovingAverage):
         super().__init__(model, momentum, interval, device, update_buffers, decay=decay,
                          ema_dtype=ema_dtype)
         self.gamma = gamma
+
+    def weight_args(self) -> dict:
+        return dict(momentum=self.momentum, gamma=self.gamma)
 
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
         weight = averaging_weight('anneal', int(steps), self.momentum, self.gamma)
@@ -320,6 +346,9 @@ class PowerFunctionEMA(BaseAveragedModel):
         self.gamma = gamma
         self.sigma_rel = power_sigma_rel(gamma)
 
+    def weight_args(self) -> dict:
+        return dict(gamma=self.gamma)
+
     def avg_func(self, averaged_param: Tensor, source_param: Tensor, steps: Tensor) -> None:
         weight = averaging_weight('power', int(steps), gamma=self.gamma, interval=self.interval)
         ema_update_ref([averaged_param], [source_param], weight)
@@ -338,3 +367,36 @@ PLAN_RULES = {
     StochasticWeightAverage.avg_func: 'swa',
     PowerFunctionEMA.avg_func: 'power',
 }
+
+
+def plan_record(averaged, model: nn.Module) -> AveragingRecord:
+    """The record the fast path builds a plan from: ``model``'s averaged entries and buffers and,
+    for each of the averaged models ``averaged`` (all built from ``model``), its own tensors in
+    the same order, its rule and numbers and its counter."""
+    first = averaged[0]
+    owner = type(first).__name__
+    rules = [plan_rule(avg) for avg in averaged]
+    if None in rules:
+        return AveragingRecord(owner, loop_reason=f'{owner} overrides avg_func')
+    names = list(first.avg_parameters)
+    src = first._source_entries(model, names)
+    targets = []
+    for avg, rule in zip(averaged, rules):
+        entries = avg.avg_parameters
+        mirrored = [] if avg.update_buffers else list(avg.module.buffers())
+        targets.append(EMATarget(_shards([entries[name] for name in names]), _shards(mirrored),
+                                 rule, interval=avg.interval, **avg.weight_args()))
+    return AveragingRecord(owner, _shards([src[name] for name in names]),
+                           _shards([] if first.update_buffers else list(model.buffers())), targets,
+                           [avg.steps for avg in averaged], [avg._host_steps for avg in averaged])
+
+
+
+def _shards(tensors):
+    """Each tensor, or this rank's shard of it when it is a DTensor (a sharded model's
+    parameter, whose averaged copy is a DTensor with the same placements): the plan updates the
+    local shards, with no gather. DTensor's package is looked at only when it is loaded."""
+    dtensor = sys.modules.get('torch.distributed.tensor')
+    if dtensor is None:
+        return tensors
+    return [t.to_local() if isinstance(t, dtensor.DTensor) else t for t in tensors]

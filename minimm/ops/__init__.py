@@ -4,16 +4,19 @@
 ``PackPlan``: many buffers into one flat tensor per dtype and back. Each runs the C++/CUDA
 kernels when they are available for the tensors' device and the ``*_ref`` twin otherwise; the
 twins define the numbers. ``backend_info()`` says which is used where, and why.
-``FusedAveraging``: the averaged models' seam, a whole ``update_parameters`` step (of one or
-several averaged copies of a model) as one plan call.
+``ema_update_`` also runs on DTensors (an FSDP2 model's sharded parameters), each rank on its
+own shards (:mod:`minimm.ops.sharding`).
+``FusedAveraging`` / ``AveragingRecord``: the averaged models' seam, a whole
+``update_parameters`` step (of one or several averaged copies of a model) as one plan call, built
+from the one record the model layer hands over. ``__all__`` lists these seams only; helpers such
+as ``MAX_TARGETS`` or ``first_names`` are imported from their own modules.
 """
-from . import fake  # noqa: F401  (puts its fake kernels' registration in the loader)
-from .aliases import distinct, first_names
-from .averaging import FusedAveraging
-from .ema import MAX_TARGETS, EMAPlan, EMATarget, averaging_weight, ema_update_, ema_update_ref
+from . import fake, sharding  # noqa: F401  (put their registrations in the loader)
+from .averaging import AveragingRecord, FusedAveraging
+from .ema import EMAPlan, EMATarget, averaging_weight, ema_update_, ema_update_ref
 from .loader import backend_info, backend_words
 from .pack import PackPlan, pack, pack_ref, unpack_, unpack_ref
 
-__all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'EMATarget', 'MAX_TARGETS',
-           'averaging_weight', 'FusedAveraging', 'pack', 'pack_ref', 'unpack_', 'unpack_ref',
-           'PackPlan', 'backend_info', 'backend_words', 'distinct', 'first_names']
+__all__ = ['ema_update_', 'ema_update_ref', 'EMAPlan', 'EMATarget', 'averaging_weight',
+           'FusedAveraging', 'AveragingRecord', 'pack', 'pack_ref', 'unpack_', 'unpack_ref',
+           'PackPlan', 'backend_info', 'backend_words']

@@ -30,6 +30,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import sharding
 from .aliases import first_names
 from .checks import check_layouts, check_no_overlap, check_pairs
 from .loader import native_for
@@ -38,11 +39,14 @@ from .loader import native_for
 RULES = {'ema': 1, 'anneal': 2, 'swa': 3, 'power': 4}
 # At most this many averaged copies of one source in one plan (csrc/ema.h kMaxTargets).
 MAX_TARGETS = 8
+# The weight of the new value when none is given: MMEngine's ExponentialMovingAverage default, the
+# one default of minimm's averaged models, hooks and plans.
+DEFAULT_MOMENTUM = 0.0002
 # The bound above: how many units in the last place the fallback and the kernels may differ.
 FALLBACK_ULPS = 4
 
 
-def averaging_weight(rule: str, steps: int, momentum: float = 0.0, gamma: float = 100.0,
+def averaging_weight(rule: str, steps: int, momentum: float = DEFAULT_MOMENTUM, gamma: float = 100.0,
                      interval: int = 1) -> float:
     """The weight of the new value for the averaging call at count ``steps`` (before incrementing).
 
@@ -143,6 +147,7 @@ def ema_update_(ema: Sequence[Tensor], src: Sequence[Tensor], weight: Union[floa
                          f'on {device}; give it on their device or on the CPU')
     if not native_for(device):
         return ema_update_ref(ema, src, weight)
+    sharding.register()  # DTensors (FSDP2's shards) need the op's sharding rule: ops/sharding.py
     if isinstance(weight, Tensor):
         torch.ops.minimm.ema_update_(ema, src, weight, 0.0)
     else:
@@ -154,7 +159,7 @@ class EMATarget(NamedTuple):
     ema: Sequence[Tensor]
     mirror_ema: Sequence[Tensor] = ()
     rule: str = 'ema'
-    momentum: float = 0.0002
+    momentum: float = DEFAULT_MOMENTUM
     gamma: float = 100.0
     interval: int = 1
 
@@ -219,7 +224,7 @@ class EMAPlan:
 
     def __init__(self, ema: Sequence[Tensor], src: Sequence[Tensor],
                  mirror_ema: Sequence[Tensor] = (), mirror_src: Sequence[Tensor] = (), *,
-                 rule: str = 'ema', momentum: float = 0.0002, gamma: float = 100.0,
+                 rule: str = 'ema', momentum: float = DEFAULT_MOMENTUM, gamma: float = 100.0,
                  interval: int = 1, backend: Optional[str] = None):
         target = EMATarget(ema, mirror_ema, rule, momentum, gamma, interval)
         self._build([target], src, mirror_src, backend)

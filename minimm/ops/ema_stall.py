@@ -9,7 +9,8 @@ fp32 (``ema_dtype='float32'``; the model still trains in bf16) fixes it.
 
 :class:`StallCheck` looks for it on a few averaging calls (the 2nd, 10th, 100th, 1,000th after
 it is created; each look reads a number from the device, so not every call), for the averaged
-entries whose EMA dtype is fp16 or bf16, and warns once.
+entries whose EMA dtype is fp16 or bf16, with the weight the averaging rule gives at that call
+(an annealed EMA starts near 1, a power-function one at 1 - 2**-(gamma + 1)), and warns once.
 """
 import warnings
 from typing import Sequence
@@ -62,7 +63,8 @@ class StallCheck:
             dtype = str(pairs[0][0].dtype).replace('torch.', '')
             warnings.warn(f'{owner}: the EMA is kept in {dtype} and {share:.0%} of its elements '
                           'that differ from the model would not move in an averaging step: '
-                          f'momentum={weight} times their difference is under half a unit in the '
+                          f'the weight {weight:.4g} (the momentum, or what the rule gives at this '
+                          'call) times their difference is under half a unit in the '
                           f'last place of {dtype}. Keep the average in fp32 with '
                           f"ema_dtype='float32' (the model may still train in {dtype}).",
-                          stacklevel=4)
+                          stacklevel=5)
