@@ -30,11 +30,36 @@ __device__ inline T scaled(T v, double scale) {
   }
 }
 
+// One chunk of a scaled row, as the EMA kernels' pair_chunk: four 16-byte vectors in flight per
+// thread where both sides are aligned for them, else (and for the tail) element by element with
+// up to 16 loads in flight.
 template <typename T>
 __device__ inline void scale_chunk(const Row& row, const Chunk& chunk, double scale) {
+  constexpr int N = static_cast<int>(16 / sizeof(T));
   T* __restrict__ dst = static_cast<T*>(row.dst) + chunk.first;
   const T* __restrict__ src = static_cast<const T*>(row.src) + chunk.first;
-  for (int j = threadIdx.x; j < chunk.n; j += kThreads) dst[j] = scaled(src[j], scale);
+  const int n = chunk.n;
+  int scalar_from = 0;
+  if (vector_aligned<T, N>(dst) && vector_aligned<T, N>(src)) {
+    const int vectors = n / N;
+    for (int base = threadIdx.x; base < vectors; base += kThreads * kVectorsPerThread) {
+      Vec<T, N> v[kVectorsPerThread];
+#pragma unroll
+      for (int k = 0; k < kVectorsPerThread; ++k)
+        if (base + k * kThreads < vectors) v[k] = reinterpret_cast<const Vec<T, N>*>(src)[base + k * kThreads];
+#pragma unroll
+      for (int k = 0; k < kVectorsPerThread; ++k) {
+        if (base + k * kThreads < vectors) {
+#pragma unroll
+          for (int j = 0; j < N; ++j) v[k].x[j] = scaled(v[k].x[j], scale);
+          reinterpret_cast<Vec<T, N>*>(dst)[base + k * kThreads] = v[k];
+        }
+      }
+    }
+    scalar_from = vectors * N;
+  }
+  elementwise<(kVectorsPerThread * N < 16 ? kVectorsPerThread * N : 16)>(
+      dst, src, scalar_from, n, false, [=](T, T s) { return scaled(s, scale); });
 }
 
 __device__ inline void zero_bytes(char* dst, int n) {
@@ -85,6 +110,7 @@ unsigned int grid_of(int32_t kind, int64_t chunks) {
 }
 
 bool pack_run_cuda(Table& table, const at::Device& device, double scale, const char* capture_error) {
+  release_graph_memory();
   if (table.chunks.empty()) return false;
   const c10::cuda::CUDAGuard guard(device);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
@@ -94,7 +120,9 @@ bool pack_run_cuda(Table& table, const at::Device& device, double scale, const c
   }
   use_on(table, stream);
   for (const Segment& segment : table.segments) launch_kind(segment.kind, table, segment, scale, stream);
-  return stream_is_capturing(stream);
+  if (!stream_is_capturing(stream)) return false;
+  keep_for_graph(stream, table, {});
+  return true;
 }
 
 const bool registered = (cuda_pack_run = &pack_run_cuda, true);
