@@ -166,7 +166,8 @@ def test_every_element_of_a_pack_plan_table_is_in_exactly_one_chunk():
                for dtype in (torch.uint8, torch.float32, torch.int64)]
     plan = EMU.pack_plan(tensors)
     plan.pack()
-    plan.unpack_(0.5)
+    plan.unpack_()
+    plan.unpack_(0.5)  # each of the three tables uploaded: its segments set
     for which in range(3):
         chunks, numel, segments, _ = EMU.table(plan, which)
         assert_chunks_cover_each_element_once(chunks, numel, range(len(numel)))
@@ -180,7 +181,7 @@ def test_a_joint_plan_grid_counts_every_target():
         src = [random_tensor((9000,), torch.float32, 1)]  # three chunks of 4096 floats
         copies = [EMATarget([torch.zeros(9000)]) for _ in range(3)]
         plan = EMU.joint_plan(copies, src)
-        plan.step([EMU.counter(1) for _ in copies])
+        plan.step([EMU.counter() for _ in copies])  # the first call copies
         assert EMU.take_log() == [f'ema_kernel<0> {want} 256', 'increment_kernel 1 1']
         assert all(torch.equal(c.ema[0], src[0]) for c in copies)
 

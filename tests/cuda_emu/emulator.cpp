@@ -349,19 +349,13 @@ struct Plans : torch::CustomClassHolder {};
 // A table as tensors, for the tests' checks of its chunking: [row, first, n] of every chunk,
 // every row's numel, [first, count, blocks] of every segment, and the streams it remembers.
 std::vector<at::Tensor> table_tensors(const minimm::Table& table) {
-  at::Tensor chunks = at::empty({static_cast<int64_t>(table.chunks.size()), 3}, at::kLong);
-  for (size_t c = 0; c < table.chunks.size(); ++c) {
-    const minimm::Chunk& chunk = table.chunks[c];
-    chunks[c][0] = chunk.row, chunks[c][1] = chunk.first, chunks[c][2] = chunk.n;
-  }
-  at::Tensor numel = at::empty({static_cast<int64_t>(table.rows.size())}, at::kLong);
-  for (size_t r = 0; r < table.rows.size(); ++r) numel[r] = table.rows[r].numel;
-  at::Tensor segments = at::empty({static_cast<int64_t>(table.segments.size()), 3}, at::kLong);
-  for (size_t s = 0; s < table.segments.size(); ++s) {
-    const minimm::Segment& segment = table.segments[s];
-    segments[s][0] = segment.first, segments[s][1] = segment.count, segments[s][2] = segment.blocks;
-  }
-  return {chunks, numel, segments, at::tensor(static_cast<int64_t>(table.streams.size()))};
+  std::vector<int64_t> chunks, numel, segments;
+  for (const minimm::Chunk& c : table.chunks) chunks.insert(chunks.end(), {c.row, c.first, c.n});
+  for (const minimm::Row& r : table.rows) numel.push_back(r.numel);
+  for (const minimm::Segment& s : table.segments) segments.insert(segments.end(), {s.first, s.count, s.blocks});
+  auto rows_of = [](const std::vector<int64_t>& v) { return at::tensor(v, at::kLong).reshape({-1, 3}); };
+  return {rows_of(chunks), at::tensor(numel, at::kLong), rows_of(segments),
+          at::tensor(static_cast<int64_t>(table.streams.size()))};
 }
 using PlansPtr = c10::intrusive_ptr<Plans>;
 using EMAPlanPtr = c10::intrusive_ptr<minimm::EMAPlan>;

@@ -13,7 +13,6 @@ as such, not "caught").
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -147,15 +146,30 @@ def caught_by(output: str) -> str:
     return '; '.join(what[:2])
 
 
+def sync(source: str, copy: str) -> None:
+    """Makes `copy` a copy of the checkout, writing only the files that differ: a second run
+    reuses the scratch build (ninja rebuilds what changed since)."""
+    leave_out = ('.git', '.torch_extensions', '__pycache__')
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if d not in leave_out and not d.startswith('.venv')]
+        target = os.path.join(copy, os.path.relpath(folder, source))
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            with open(os.path.join(folder, name), 'rb') as f:
+                data = f.read()
+            path = os.path.join(target, name)
+            if not os.path.exists(path) or open(path, 'rb').read() != data:
+                with open(path, 'wb') as f:
+                    f.write(data)
+
+
 def main(scratch: str, names) -> int:
     problems = check_patterns()
     if problems:
         print('\n'.join(problems))
         return 2
     copy = os.path.join(scratch, 'repo')
-    shutil.rmtree(copy, ignore_errors=True)
-    leave_out = shutil.ignore_patterns('.git', '.venv*', '.torch_extensions', '__pycache__')
-    shutil.copytree(REPO, copy, ignore=leave_out)
+    sync(REPO, copy)
     preload = ':'.join(subprocess.run(['gcc', f'-print-file-name={lib}'], capture_output=True, text=True).stdout.strip()
                        for lib in ('libasan.so', 'libubsan.so'))
     env = dict(os.environ, TORCH_EXTENSIONS_DIR=os.path.join(scratch, 'ext'), PYTHON=sys.executable)
