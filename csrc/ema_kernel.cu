@@ -80,8 +80,7 @@ __device__ inline void pair_chunk(const Row& row, const Chunk& chunk, acc_t<E> w
     }
     scalar_from = vectors * N;
   }
-  constexpr int U = V * N < 16 ? V * N : 16;  // loads in flight per thread, as the vector path's
-  elementwise<U>(ema, src, scalar_from, n, !copy, [=](E e, S s) { return update(e, s, w, copy); });
+  for (int j = scalar_from + threadIdx.x; j < n; j += kThreads) ema[j] = update(ema[j], src[j], w, copy);
 }
 
 template <int I>

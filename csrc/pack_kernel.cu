@@ -30,36 +30,11 @@ __device__ inline T scaled(T v, double scale) {
   }
 }
 
-// One chunk of a scaled row, as the EMA kernels' pair_chunk: four 16-byte vectors in flight per
-// thread where both sides are aligned for them, else (and for the tail) element by element with
-// up to 16 loads in flight.
 template <typename T>
 __device__ inline void scale_chunk(const Row& row, const Chunk& chunk, double scale) {
-  constexpr int N = static_cast<int>(16 / sizeof(T));
   T* __restrict__ dst = static_cast<T*>(row.dst) + chunk.first;
   const T* __restrict__ src = static_cast<const T*>(row.src) + chunk.first;
-  const int n = chunk.n;
-  int scalar_from = 0;
-  if (vector_aligned<T, N>(dst) && vector_aligned<T, N>(src)) {
-    const int vectors = n / N;
-    for (int base = threadIdx.x; base < vectors; base += kThreads * kVectorsPerThread) {
-      Vec<T, N> v[kVectorsPerThread];
-#pragma unroll
-      for (int k = 0; k < kVectorsPerThread; ++k)
-        if (base + k * kThreads < vectors) v[k] = reinterpret_cast<const Vec<T, N>*>(src)[base + k * kThreads];
-#pragma unroll
-      for (int k = 0; k < kVectorsPerThread; ++k) {
-        if (base + k * kThreads < vectors) {
-#pragma unroll
-          for (int j = 0; j < N; ++j) v[k].x[j] = scaled(v[k].x[j], scale);
-          reinterpret_cast<Vec<T, N>*>(dst)[base + k * kThreads] = v[k];
-        }
-      }
-    }
-    scalar_from = vectors * N;
-  }
-  elementwise<(kVectorsPerThread * N < 16 ? kVectorsPerThread * N : 16)>(
-      dst, src, scalar_from, n, false, [=](T, T s) { return scaled(s, scale); });
+  for (int j = threadIdx.x; j < chunk.n; j += kThreads) dst[j] = scaled(src[j], scale);
 }
 
 __device__ inline void zero_bytes(char* dst, int n) {
