@@ -123,7 +123,6 @@ void EMAPlan::rebuild() {
   written.insert(written.end(), mirror_ema.begin(), mirror_ema.end());
   read.insert(read.end(), mirror_read.begin(), mirror_read.end());
   check_no_overlap("EMAPlan", written, read);
-  record_streams(table_storages, table.streams);
   table = Table();
   add_rows(table, ema, src, /*mirrored=*/false, targets);
   add_rows(table, mirror_ema, mirror_src, /*mirrored=*/true, targets);
@@ -133,7 +132,8 @@ void EMAPlan::rebuild() {
     seen.push_back(place_of(impl));
     table_storages.push_back(impl->storage());
   }
-  if (captured.on_rebuild())
+  table.storages = &table_storages;
+  if (std::exchange(table_captured, false))
     TORCH_WARN("EMAPlan: a tensor of this plan moved (param.data = ..., .to(), ...) after a step was captured in a "
                "CUDA graph; a replay of that graph keeps updating the memory it captured, so capture it again");
 }
@@ -292,7 +292,7 @@ const auto ema_plan_class =
              [](const c10::intrusive_ptr<EMAPlan>& self, std::vector<at::Tensor> steps) { self->step(steps); })
         .def("refresh", [](const c10::intrusive_ptr<EMAPlan>& self) { return self->refresh(); })
         .def("captured", [](const c10::intrusive_ptr<EMAPlan>& self) {
-          return self->captured.captured || !self->captured.previous.empty();
+          return self->captured;
         });
 }  // namespace
 

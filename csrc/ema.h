@@ -50,7 +50,46 @@ C10_HOST_DEVICE inline int step_action(const WeightSource& w, int64_t steps) {
   return steps % w.interval == 0 ? kAverage : kSkip;
 }
 
-// The weight of the new value, computed in double exactly as MMEngine computes it in Python.
+// Double operations rounded once each, never fused: the intrinsics on a GPU (nvcc contracts a
+// plain `a * b + c`), plain operators on the CPU (built with -ffp-contract=off).
+#ifdef __CUDA_ARCH__
+__device__ inline double rn_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline double rn_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ inline double rn_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline double rn_div(double a, double b) { return __ddiv_rn(a, b); }
+#else
+inline double rn_add(double a, double b) { return a + b; }
+inline double rn_sub(double a, double b) { return a - b; }
+inline double rn_mul(double a, double b) { return a * b; }
+inline double rn_div(double a, double b) { return a / b; }
+#endif
+
+// (1 - 1/t)^y for t >= 1 and y > 0, the power rule's beta, from + - * / alone: the same bits on
+// the CPU, on a GPU and in Python (minimm/ops/ema.py _power_beta, operation for operation). A
+// library pow would not do: CUDA's double pow is documented within 2 ulp, glibc's within 1, so
+// the two devices' weights (and fp64 EMAs) could differ in their last bits.
+// ln(1 - 1/t) = 2 atanh(s) with s = -1 / (2t - 1), |s| <= 1/3; then exp(u) = 2^k exp(r) with
+// |r| <= ln2 / 2 (ln2 in two parts, so that k * kLn2Hi is exact). 20 terms of each series take
+// the error below double's rounding (within a few ulp of the exact power, tests/test_ops_power_weight.py).
+constexpr int kSeriesTerms = 20;
+constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+constexpr double kInvLn2 = 1.44269504088896338700e+00;
+C10_HOST_DEVICE inline double power_beta(double t, double y) {
+  if (t <= 1.0) return 0.0;
+  const double s = rn_div(-1.0, rn_sub(rn_mul(2.0, t), 1.0)), q = rn_mul(s, s);
+  double series = 0.0;  // atanh(s) / s = sum of q^n / (2n + 1)
+  for (int n = kSeriesTerms - 1; n >= 0; --n) series = rn_add(rn_div(1.0, 2.0 * n + 1.0), rn_mul(q, series));
+  const double u = rn_mul(y, rn_mul(2.0, rn_mul(s, series)));
+  if (u < -800.0) return 0.0;  // below the smallest double
+  const double k = nearbyint(rn_mul(u, kInvLn2));
+  const double r = rn_sub(rn_sub(u, rn_mul(k, kLn2Hi)), rn_mul(k, kLn2Lo));
+  double e = 1.0;  // exp(r), Horner: 1 + r (1 + r/2 (1 + r/3 ...))
+  for (int n = kSeriesTerms; n >= 1; --n) e = rn_add(1.0, rn_div(rn_mul(r, e), static_cast<double>(n)));
+  return ldexp(e, static_cast<int>(k));
+}
+
+// The weight of the new value, computed in double as MMEngine computes it in Python (the power
+// rule's beta by power_beta, above).
 C10_HOST_DEVICE inline double step_weight(const WeightSource& w, int64_t steps) {
   switch (w.kind) {
     case kFixed: return w.weight ? *w.weight : w.momentum;
@@ -59,10 +98,8 @@ C10_HOST_DEVICE inline double step_weight(const WeightSource& w, int64_t steps) 
       const double annealed = w.gamma / (w.gamma + static_cast<double>(steps));
       return annealed > w.momentum ? annealed : w.momentum;
     }
-    case kPower: {  // beta_t = (1 - 1/t)^(gamma + 1) at the t-th averaging call; weight 1 - beta_t
-      const double t = static_cast<double>(steps / w.interval + 1);
-      return 1.0 - ::pow(1.0 - 1.0 / t, w.gamma + 1.0);
-    }
+    case kPower:  // beta_t = (1 - 1/t)^(gamma + 1) at the t-th averaging call; weight 1 - beta_t
+      return 1.0 - power_beta(static_cast<double>(steps / w.interval + 1), rn_add(w.gamma, 1.0));
     default:  // kSWA: the running arithmetic mean over the averaging calls
       return 1.0 / static_cast<double>(steps / w.interval + 1);
   }
@@ -128,8 +165,10 @@ struct EMAPlan : torch::CustomClassHolder {
   // What the table points into, kept alive until the next build: a step after `param.data = x`
   // (before refresh()) writes memory nobody else reads, never freed memory.
   std::vector<c10::Storage> table_storages;
-  // CUDA graphs: what captured steps point into, so that a replay never writes freed memory.
-  CapturedMemory captured;
+  // CUDA graphs: whether a step was ever captured, and one of the table now in use. The graph
+  // itself keeps what it replays alive (keep_for_graph, multi_tensor_apply.cuh); a rebuild after
+  // a capture of the old table warns that the graph must be captured again.
+  bool captured = false, table_captured = false;
 
   EMAPlan(std::vector<at::Tensor> ema, std::vector<at::Tensor> src, std::vector<at::Tensor> mirror_ema,
           std::vector<at::Tensor> mirror_src, std::vector<int64_t> kinds, std::vector<double> momenta,

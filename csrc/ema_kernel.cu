@@ -225,10 +225,11 @@ void ema_update_cuda(at::TensorList ema, at::TensorList src, const std::optional
 }
 
 // CUDA graphs: a captured step replays the device table's pointers and runs no host code, so it
-// cannot notice a tensor that moved since. A captured step keeps what it points into alive in the
-// plan (CapturedMemory, table.h): the tensors' storages, the device table and the counters; a
-// rebuild after a capture warns that the graph must be captured again (EMAPlan::rebuild).
+// cannot notice a tensor that moved since. The graph keeps what a captured step points into alive
+// (keep_for_graph, multi_tensor_apply.cuh): the tensors' storages, the device table and the
+// counters; a rebuild after a capture warns that the graph must be captured again (EMAPlan::rebuild).
 void plan_step_cuda(EMAPlan& plan, const std::vector<at::Tensor>& steps) {
+  release_graph_memory();
   const c10::cuda::CUDAGuard guard(plan.device);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   if (!plan.table.device.defined())
@@ -236,8 +237,10 @@ void plan_step_cuda(EMAPlan& plan, const std::vector<at::Tensor>& steps) {
             "plan's table to the GPU and cannot be captured in a CUDA graph; run one step before capturing");
   use_on(plan.table, stream);
   if (stream_is_capturing(stream)) {
-    plan.captured.on_capture(plan.table_storages, {plan.table.device.storage()});
-    for (const at::Tensor& counter : steps) plan.captured.on_capture(plan.table_storages, {counter.storage()});
+    std::vector<c10::Storage> counters;
+    for (const at::Tensor& counter : steps) counters.push_back(counter.storage());
+    keep_for_graph(stream, plan.table, counters);
+    plan.captured = plan.table_captured = true;
   }
   int64_t* counters[kMaxTargets];
   for (size_t k = 0; k < steps.size(); ++k) counters[k] = steps[k].data_ptr<int64_t>();

@@ -22,7 +22,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "table.h"
 
@@ -142,19 +144,69 @@ void upload(Table& table, const at::Device& device, const char* capture_error, G
   if (chunk_bytes) std::memcpy(p + row_bytes, table.chunks.data(), chunk_bytes);
   table.device = at::empty({host.numel()}, at::TensorOptions().dtype(at::kByte).device(device));
   table.device.copy_(host, /*non_blocking=*/true);
-  table.streams = {stream.unwrap()};
+  table.streams.clear();  // the caller's use_on() records it on this stream
   // With several targets a chunk is `targets` units of work (ema_kernel.cu).
   for (Segment& segment : table.segments) segment.blocks = grid_of(segment.kind, segment.count * table.targets);
 }
 
-// Before a launch that reads `table` on `stream`: a table uploaded on another stream (a step on a
-// side stream, then one on the default stream) is recorded as in use there too, so that a rebuild
-// freeing it cannot hand its memory to the upload stream while this stream's launch is queued.
+// Before a launch that reads `table` on `stream`: the first time it runs on a stream, the device
+// table and (a plan's) the memory its rows point into are recorded as in use there, so that a
+// rebuild freeing them cannot hand that memory to another stream (the upload's, say) while this
+// stream's launch is queued. The table remembers its last kStreamsKept streams only: one that comes
+// back after more is recorded again, which costs a lookup (the allocator keeps a set).
+constexpr size_t kStreamsKept = 4;
 inline void use_on(Table& table, const c10::cuda::CUDAStream& stream) {
-  for (const c10::Stream& used : table.streams)
-    if (used == stream.unwrap()) return;
-  table.device.record_stream(stream.unwrap());
-  table.streams.push_back(stream.unwrap());
+  const c10::Stream s = stream.unwrap();
+  if (std::find(table.streams.begin(), table.streams.end(), s) != table.streams.end()) return;
+  record_on(table.device.storage(), s);
+  if (table.storages)
+    for (const c10::Storage& storage : *table.storages) record_on(storage, s);
+  if (table.streams.size() == kStreamsKept) table.streams.erase(table.streams.begin());
+  table.streams.push_back(s);
+}
+
+// CUDA graphs: a captured launch replays the table's raw pointers and runs no host code, so the
+// memory it points into must live as long as the graph. A captured run hands the graph a user
+// object holding references to that memory (the rows' storages, the device table, the counters):
+// CUDA destroys it with the graph, however long the plan lives or however often it is rebuilt.
+// The destructor may not call CUDA (dropping a storage may record events), so it only queues the
+// references; the next plan run lets go of them (release_graph_memory).
+struct GraphMemory {
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::vector<c10::Storage>*>& released() {
+    static std::vector<std::vector<c10::Storage>*> r;
+    return r;
+  }
+  static void CUDART_CB on_destroy(void* kept) {
+    const std::lock_guard<std::mutex> lock(mutex());
+    released().push_back(static_cast<std::vector<c10::Storage>*>(kept));
+  }
+};
+
+inline void release_graph_memory() {
+  std::vector<std::vector<c10::Storage>*> done;
+  {
+    const std::lock_guard<std::mutex> lock(GraphMemory::mutex());
+    done.swap(GraphMemory::released());
+  }
+  for (std::vector<c10::Storage>* kept : done) delete kept;
+}
+
+// During a capture on `stream`: the graph being captured keeps `table`'s memory and `extra` alive.
+inline void keep_for_graph(cudaStream_t stream, const Table& table, const std::vector<c10::Storage>& extra) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  cudaGraph_t graph = nullptr;
+  C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id, &graph));
+  auto* kept = new std::vector<c10::Storage>(extra);
+  kept->push_back(table.device.storage());
+  if (table.storages) kept->insert(kept->end(), table.storages->begin(), table.storages->end());
+  cudaUserObject_t object;
+  C10_CUDA_CHECK(cudaUserObjectCreate(&object, kept, &GraphMemory::on_destroy, 1, cudaUserObjectNoDestructorSync));
+  C10_CUDA_CHECK(cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove));
 }
 
 }  // namespace minimm

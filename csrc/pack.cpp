@@ -167,9 +167,6 @@ void PackPlan::rebuild() {
   check_list("PackPlan", tensors, device, /*require_contiguous=*/true);
   check_flats("PackPlan", flats, pack_layout(tensors), device);
   check_no_overlap("PackPlan", tensors);
-  record_streams(table_storages, pack_table.streams);
-  record_streams(table_storages, unpack_table.streams);
-  record_streams(table_storages, scaled_table.streams);
   pack_table = flat_table(flats, tensors, layout, /*to_flat=*/true, /*zero_padding=*/false, 1.0);
   unpack_table = flat_table(flats, tensors, layout, /*to_flat=*/false, false, 1.0);
   has_scaled = false;
@@ -179,7 +176,8 @@ void PackPlan::rebuild() {
     seen.push_back(flat_place_of(impl));
     table_storages.push_back(impl->storage());
   }
-  if (captured.on_rebuild())
+  pack_table.storages = unpack_table.storages = &table_storages;
+  if (std::exchange(table_captured, false))
     TORCH_WARN("PackPlan: a tensor of this plan moved after a pack or unpack_ was captured in a CUDA graph; a replay "
                "of that graph keeps using the memory it captured, so capture it again");
 }
@@ -193,6 +191,7 @@ void PackPlan::run(bool unpack, double scale, TableRun run_table) {
   }
   if (unpack && scale != 1.0 && !has_scaled) {
     scaled_table = flat_table(flats, tensors, layout, /*to_flat=*/false, false, scale);
+    scaled_table.storages = &table_storages;
     has_scaled = true;
   }
   Table& table = !unpack ? pack_table : scale == 1.0 ? unpack_table : scaled_table;
@@ -200,7 +199,7 @@ void PackPlan::run(bool unpack, double scale, TableRun run_table) {
                 "PackPlan: the first pack() or unpack_() (and the first after a tensor moved, or "
                 "the first unpack_ with a scale other than 1) copies a table to the GPU and cannot "
                 "be captured in a CUDA graph; run it once before capturing"))
-    captured.on_capture(table_storages, {table.device.storage()});
+    captured = table_captured = true;
 }
 
 namespace {
@@ -263,7 +262,7 @@ const auto pack_plan_class =
             self->run(/*unpack=*/true, scale, table_run_for(self->device));
         })
         .def("captured", [](const c10::intrusive_ptr<PackPlan>& self) {
-          return self->captured.captured || !self->captured.previous.empty();
+          return self->captured;
         });
 
 }  // namespace

@@ -66,7 +66,7 @@ Table flat_table(at::TensorList flats, at::TensorList tensors, const PackLayout&
 // 1, scaled unpack (the scale is a kernel argument, so a new scale rebuilds nothing). Each run
 // looks at where every tensor and flat buffer is (storage, offset, numel, dtype, contiguity: the
 // cheap part of EMAPlan's check, all that a byte range depends on) and rebuilds when one moved.
-// CUDA graphs: as EMAPlan, a captured run keeps the memory its table points into alive.
+// CUDA graphs: as EMAPlan, a captured run is kept alive by its graph.
 struct PackPlan : torch::CustomClassHolder {
   std::vector<at::Tensor> tensors, flats;
   PackLayout layout;
@@ -76,7 +76,7 @@ struct PackPlan : torch::CustomClassHolder {
   Table pack_table, unpack_table, scaled_table;
   bool has_scaled = false;
   std::vector<c10::Storage> table_storages;
-  CapturedMemory captured;
+  bool captured = false, table_captured = false;  // as EMAPlan's
 
   explicit PackPlan(std::vector<at::Tensor> tensors);
   void rebuild();

@@ -85,6 +85,7 @@ unsigned int grid_of(int32_t kind, int64_t chunks) {
 }
 
 bool pack_run_cuda(Table& table, const at::Device& device, double scale, const char* capture_error) {
+  release_graph_memory();
   if (table.chunks.empty()) return false;
   const c10::cuda::CUDAGuard guard(device);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
@@ -94,7 +95,9 @@ bool pack_run_cuda(Table& table, const at::Device& device, double scale, const c
   }
   use_on(table, stream);
   for (const Segment& segment : table.segments) launch_kind(segment.kind, table, segment, scale, stream);
-  return stream_is_capturing(stream);
+  if (!stream_is_capturing(stream)) return false;
+  keep_for_graph(stream, table, {});
+  return true;
 }
 
 const bool registered = (cuda_pack_run = &pack_run_cuda, true);

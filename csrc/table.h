@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <vector>
 
 namespace minimm {
@@ -64,7 +63,11 @@ struct Table {
   int64_t units = 0;                 // elements (bytes for byte rows) of all rows
   std::vector<Segment> segments;     // GPU only, set by upload()
   at::Tensor device;                 // undefined until the first CUDA run after a build
-  std::vector<c10::Stream> streams;  // GPU only: the streams `device` is used on (see use_on())
+  // GPU only: the last few streams the table ran on (use_on(), which records its memory there).
+  std::vector<c10::Stream> streams;
+  // A plan's table: the storages its rows point into (the plan's table_storages); null for a
+  // list op's table, which lives for one call.
+  const std::vector<c10::Storage>* storages = nullptr;
 };
 
 // Reorders the chunks so that each kind's are contiguous, in row order (a counting sort over at
@@ -83,57 +86,13 @@ void group_by_kind(Table& table, int32_t kinds, KindOf kind_of) {
     if (start[k + 1] > start[k]) table.segments.push_back({k, start[k], start[k + 1] - start[k], 0});
 }
 
-// Adds `storage` to `kept` unless it is there already.
-inline void keep_alive(std::vector<c10::Storage>& kept, const c10::Storage& storage) {
-  for (const c10::Storage& k : kept)
-    if (k.is_alias_of(storage)) return;
-  kept.push_back(storage);
-}
-
-// CUDA graphs: a captured launch replays the table's raw pointers and runs no host code, so the
-// memory it points into must outlive the graph. A plan (EMAPlan, PackPlan) keeps it here: what
-// the table now in use points into once a run of it was captured, and after a rebuild what the
-// table before it pointed into, for a graph of that one still replayed, until a run of the new
-// table is captured (the rebuild's warning asks for that). Rebuilding and capturing again and
-// again so keeps at most two tables' memory.
-struct CapturedMemory {
-  std::vector<c10::Storage> current, previous;
-  bool captured = false;  // whether a run of the current table was captured
-
-  // At a captured run of the table built over `table_storages`, which also uses `extra` (the
-  // device table, a counter).
-  void on_capture(const std::vector<c10::Storage>& table_storages,
-                  std::initializer_list<c10::Storage> extra) {
-    if (!captured) {
-      previous.clear();
-      current = table_storages;
-      captured = true;
-    }
-    for (const c10::Storage& storage : extra) keep_alive(current, storage);
-  }
-
-  // At a rebuild; returns whether the old table was captured (the caller then warns).
-  bool on_rebuild() {
-    if (!captured) return false;
-    previous = std::move(current);
-    current.clear();
-    captured = false;
-    return true;
-  }
-};
-
-// Before a rebuild lets go of the storages the old table pointed into: on a GPU, each is recorded
-// as in use on every stream the table ran on (use_on), so that the caching allocator does not hand
-// its memory out while a step queued on one of them still reads or writes it.
-inline void record_streams(const std::vector<c10::Storage>& storages,
-                           const std::vector<c10::Stream>& streams) {
-  if (streams.empty()) return;
-  for (const c10::Storage& storage : storages) {
-    if (storage.device_type() != c10::DeviceType::CUDA) continue;
-    at::Tensor bytes = at::empty({0}, at::dtype(at::kByte).device(storage.device()));
-    bytes.set_(storage);
-    for (const c10::Stream& stream : streams) bytes.record_stream(stream);
-  }
+// A storage recorded as in use on `stream` (GPU memory only): the caching allocator then keeps it
+// from other streams until the work queued on `stream` by then has run, even once it is freed.
+inline void record_on(const c10::Storage& storage, const c10::Stream& stream) {
+  if (storage.device_type() != c10::DeviceType::CUDA) return;
+  at::Tensor bytes = at::empty({0}, at::dtype(at::kByte).device(storage.device()));
+  bytes.set_(storage);
+  bytes.record_stream(stream);
 }
 
 // Appends the chunks of row `row` of `numel` elements, each `elem_bytes` wide (the wider side).

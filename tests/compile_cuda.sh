@@ -5,7 +5,10 @@
 # It also prints ptxas's registers and spills of every kernel (nvcc reads NVCC_APPEND_FLAGS) and
 # fails when an EMA or pack kernel spills or needs more than 64 registers per thread: each kernel
 # is compiled for one dtype pair (csrc/multi_tensor_apply.cuh) so that 4 blocks of 256 threads
-# fit on an SM; a change that breaks that should fail here, not on a GPU.
+# fit on an SM; a change that breaks that should fail here, not on a GPU. And it reads each EMA
+# and pack kernel's launch bounds in the PTX nvcc kept (.maxntid, .minnctapersm): they must be
+# kThreads and kMinBlocks of csrc/multi_tensor_apply.cuh (the emulated device ignores
+# __launch_bounds__, so a kernel that lost them would pass lane 4 and run with other limits).
 # Needs a CUDA build of torch and the CUDA toolkit (CUDA_HOME, default /usr/local/cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +20,8 @@ export MINIMM_BUILD_EXT=1 MINIMM_WITH_CUDA=1 MAX_JOBS=${MAX_JOBS:-2}
 export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }-Xptxas -v"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+mkdir -p "$out/keep"
+export NVCC_APPEND_FLAGS="$NVCC_APPEND_FLAGS --keep --keep-dir $out/keep"
 start=$(date +%s)
 set +e  # the build's own output, less ptxas's lines (tabled below), and the build's exit status
 "$PYTHON" setup.py -q build_ext --build-temp "$out/temp" --build-lib "$out/lib" 2>&1 | tee "$out/build.log" \
@@ -76,5 +81,34 @@ for (mangled, arch), short in zip(rows, names):
         bad.append(f'{short} ({arch}): {regs} registers, {spills} bytes of spills')
 if bad:
     sys.exit('compile_cuda.sh: EMA or pack kernels over 64 registers or spilling:\n  ' + '\n  '.join(bad))
+PY
+# The launch bounds: `.visible .entry NAME(params)`, then `.maxntid X, Y, Z` and `.minnctapersm N`
+# before the body's `{`.
+"$PYTHON" - "$out/keep" csrc/multi_tensor_apply.cuh <<'PY'
+import glob, re, subprocess, sys
+header = open(sys.argv[2]).read()
+threads = int(re.search(r'constexpr int kThreads = (\d+);', header)[1])
+min_blocks = int(re.search(r'constexpr int kMinBlocks = (\d+);', header)[1])
+entries = []
+for path in sorted(glob.glob(sys.argv[1] + '/*.ptx')):
+    for m in re.finditer(r'\.entry\s+(\w+)\([^)]*\)\s*([^{]*)\{', open(path).read()):
+        entries.append((m[1], m[2]))
+names = subprocess.run(['c++filt'], input='\n'.join(n for n, _ in entries), capture_output=True, text=True).stdout.split('\n')
+checked, bad = 0, []
+for (mangled, directives), name in zip(entries, names):
+    if not re.search(r'(ema|pack)_kernel<', name):
+        continue
+    checked += 1
+    ntid = re.search(r'\.maxntid\s+(\d+)', directives)
+    ctas = re.search(r'\.minnctapersm\s+(\d+)', directives)
+    got = (int(ntid[1]) if ntid else None, int(ctas[1]) if ctas else None)
+    if got != (threads, min_blocks):
+        bad.append(f'{re.sub(r"[(].*", "", name)}: .maxntid {got[0]}, .minnctapersm {got[1]}')
+if checked == 0:
+    sys.exit('compile_cuda.sh: no EMA or pack kernel in the kept PTX (was --keep passed?)')
+if bad:
+    sys.exit(f'compile_cuda.sh: launch bounds other than kThreads = {threads}, kMinBlocks = {min_blocks}:\n  '
+             + '\n  '.join(bad))
+print(f'launch bounds: {checked} EMA and pack kernels with .maxntid {threads}, .minnctapersm {min_blocks}')
 PY
 echo "compile_cuda.sh: CUDA build OK in $(( $(date +%s) - start )) s ($(basename "$so"), torch $("$PYTHON" -c 'import torch; print(torch.__version__)'))"

@@ -25,6 +25,7 @@ tests/test_ops_ema.py and tests/test_ops_agree.py). Mixed-dtype pairs (an fp32 E
 source) are the one case where the fallback converts the source first, a temporary per pair.
 Integer tensors are copied.
 """
+import math
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
@@ -62,8 +63,31 @@ def averaging_weight(rule: str, steps: int, momentum: float = DEFAULT_MOMENTUM, 
     if rule == 'swa':
         return 1 / float(steps // interval + 1)
     if rule == 'power':  # the same operations as csrc/ema.h step_weight, in double
-        return 1.0 - (1.0 - 1.0 / float(steps // interval + 1)) ** (gamma + 1.0)
+        return 1.0 - _power_beta(float(steps // interval + 1), gamma + 1.0)
     raise ValueError(f'unknown averaging rule {rule!r}; expected one of {sorted(RULES)}')
+
+
+_LN2_HI, _LN2_LO, _INV_LN2 = 6.93147180369123816490e-01, 1.90821492927058770002e-10, 1.44269504088896338700e+00
+
+
+def _power_beta(t: float, y: float) -> float:
+    """``(1 - 1/t) ** y`` from + - * / alone, operation for operation as csrc/ema.h power_beta
+    (which says why): the same bits here, on the CPU kernels and on a GPU."""
+    if t <= 1.0:
+        return 0.0
+    s = -1.0 / (2.0 * t - 1.0)
+    q, series = s * s, 0.0
+    for n in range(19, -1, -1):
+        series = 1.0 / (2.0 * n + 1.0) + q * series
+    u = y * (2.0 * (s * series))
+    if u < -800.0:
+        return 0.0
+    k = float(round(u * _INV_LN2))
+    r = (u - k * _LN2_HI) - k * _LN2_LO
+    e = 1.0
+    for n in range(20, 0, -1):
+        e = 1.0 + (r * e) / float(n)
+    return math.ldexp(e, int(k))
 
 
 def _accumulate_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -304,8 +328,8 @@ class EMAPlan:
 
     @property
     def captured(self) -> bool:
-        """Whether a native step of this plan was captured in a CUDA graph that may still be
-        replayed: dropping the plan then frees memory the graph uses."""
+        """Whether a native step of this plan was ever captured in a CUDA graph (the graph keeps
+        the memory it replays alive itself, csrc/multi_tensor_apply.cuh keep_for_graph)."""
         return self._native is not None and self._native.captured()
 
     def step(self, steps: Union[Tensor, Sequence[Tensor]],

@@ -7,6 +7,8 @@ dispatch key's functions (torch.ops.minimm_emu.*), and its plans are minimm.ops'
 native object is stepped through the emulated kernels instead of the CPU's.
 """
 import contextlib
+import os
+import weakref
 from typing import List
 
 import torch
@@ -124,15 +126,37 @@ class Emulated(_Plans):
         finally:
             graph_id = torch.ops.minimm_emu.capture_end()
         graph.replay = lambda: torch.ops.minimm_emu.replay(graph_id)
+        # As a torch.cuda.CUDAGraph: the graph ends (its user objects destroyed) with its object.
+        weakref.finalize(graph, torch.ops.minimm_emu.reset_graph, graph_id)
 
     def synchronize(self):
         pass
 
     @staticmethod
-    def configure(block_order=0, thread_order=0, seed=1, sms=2, blocks_per_sm=4):
-        """How the next launches run: orders 0 forward, 1 reverse, 2 shuffled; the SM count and
-        blocks per SM that size grids (the defaults are what a test starts with). Clears the log."""
-        torch.ops.minimm_emu.configure(block_order, thread_order, seed, sms, blocks_per_sm)
+    def configure(block_order=None, thread_order=None, seed=1, sms=2, blocks_per_sm=4):
+        """How the next launches run: orders 0 forward, 1 reverse, 2 shuffled (by default both
+        MINIMM_EMU_ORDER's, 0 unset: run.sh runs the equality tests in all three); the SM count and
+        blocks per SM that size grids (the defaults are what a test starts with). Clears the log
+        and makes stream 0 current."""
+        order = int(os.environ.get('MINIMM_EMU_ORDER', '0'))
+        torch.ops.minimm_emu.configure(order if block_order is None else block_order,
+                                       order if thread_order is None else thread_order, seed, sms,
+                                       blocks_per_sm)
+
+    @staticmethod
+    def set_stream(stream: int):
+        """Makes stream ``stream`` (0 .. 7) current; configure() makes 0 current."""
+        torch.ops.minimm_emu.set_stream(stream)
+
+    @staticmethod
+    def table(plan, which: int = 0) -> List[torch.Tensor]:
+        """The native table of an emulated plan: chunks [row, first, n], rows' numel, segments
+        [first, count, blocks] and the number of streams it remembers (for a PackPlan of one
+        device, ``which`` 0 pack, 1 unpack, 2 scaled unpack)."""
+        plans = torch.classes.minimm_emu.Plans()
+        if isinstance(plan, EMAPlan):
+            return list(plans.ema_table(plan._native))
+        return list(plans.pack_table(next(iter(plan._native.values())), which))
 
     @staticmethod
     def take_log() -> List[str]:

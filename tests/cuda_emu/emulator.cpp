@@ -25,6 +25,12 @@
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
+struct CUstream_st {};
+// A user object: what a graph calls at its end (cudaUserObjectCreate).
+struct CUuserObject_st {
+  void* pointer;
+  cudaHostFn_t destroy;
+};
 
 // The __shared__ variables (cuda_runtime.h puts them in this section).
 extern char __start_emu_shared[] __attribute__((weak));
@@ -46,10 +52,24 @@ struct Launch {
   dim3 grid, threads;
   std::function<void()> body;
 };
+struct Graph {
+  std::vector<Launch> launches;
+  std::vector<std::unique_ptr<CUuserObject_st>> objects;  // destroyed with the graph
+};
+constexpr int64_t kStreams = 8;
+CUstream_st streams[kStreams];
+int64_t current_index = 0;             // which of `streams` is current
 bool capturing = false;
-std::vector<Launch> recording;
-std::vector<std::vector<Launch>> graphs;  // captured graphs, by id
-std::vector<std::string> log;            // "name grid threads" of every launch run
+cudaStream_t capture_stream = nullptr;  // the stream being captured
+Graph recording;
+std::vector<Graph> graphs;              // captured graphs, by id
+std::vector<std::string> log;           // "name grid threads" of every launch run
+
+int64_t stream_index(cudaStream_t stream) {
+  for (int64_t k = 0; k < kStreams; ++k)
+    if (stream == &streams[k]) return k;
+  return -1;
+}
 
 // ---- a block's threads as coroutines -------------------------------------------------------
 enum State { kRunning, kAtBarrier, kDone };
@@ -171,9 +191,13 @@ void run(const Launch& launch) {
 
 }  // namespace
 
-void launch(std::string name, dim3 grid, dim3 threads, std::function<void()> body) {
+cudaStream_t current_stream() { return &streams[current_index]; }
+
+void launch(std::string name, cudaStream_t stream, dim3 grid, dim3 threads, std::function<void()> body) {
+  TORCH_CHECK(stream == current_stream(), "emulated device: ", name, " launched on stream ",
+              stream_index(stream), " but the current stream is ", current_index);
   Launch l{std::move(name), grid, threads, std::move(body)};
-  if (capturing) recording.push_back(std::move(l));
+  if (capturing) recording.launches.push_back(std::move(l));
   else run(l);
 }
 
@@ -195,8 +219,31 @@ void __syncthreads() {
   emu::to_scheduler();
 }
 
-cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status) {
-  *status = emu::capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  const bool on = emu::capturing && stream == emu::capture_stream;
+  *status = on ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+// The graph being captured is the next id; its handle is that id + 1 (never null).
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                     unsigned long long* id, cudaGraph_t* graph) {
+  cudaStreamIsCapturing(stream, status);
+  if (id) *id = emu::graphs.size();
+  if (graph) *graph = reinterpret_cast<cudaGraph_t>(emu::graphs.size() + 1);
+  return cudaSuccess;
+}
+cudaError_t cudaUserObjectCreate(cudaUserObject_t* object, void* pointer, cudaHostFn_t destroy,
+                                 unsigned int count, unsigned int flags) {
+  TORCH_CHECK(count == 1 && flags == cudaUserObjectNoDestructorSync, "emulated device: user object flags");
+  *object = new CUuserObject_st{pointer, destroy};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                                      unsigned int flags) {
+  TORCH_CHECK(emu::capturing && graph == reinterpret_cast<cudaGraph_t>(emu::graphs.size() + 1) &&
+                  count == 1 && flags == cudaGraphUserObjectMove,
+              "emulated device: a user object retained by a graph that is not being captured");
+  emu::recording.objects.emplace_back(object);
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
@@ -226,39 +273,52 @@ void configure(int64_t block_order, int64_t thread_order, int64_t seed, int64_t 
   emu::settings = {block_order, thread_order, sms, blocks_per_sm,
                    std::mt19937(static_cast<unsigned>(seed))};
   emu::log.clear();
+  emu::current_index = 0;
+}
+
+void set_stream(int64_t stream) {
+  TORCH_CHECK_VALUE(stream >= 0 && stream < emu::kStreams, "streams are 0 .. ", emu::kStreams - 1);
+  emu::current_index = stream;
 }
 
 void capture_begin() {
   TORCH_CHECK(!emu::capturing, "emulated device: a capture is already on");
   emu::capturing = true;
-  emu::recording.clear();
+  emu::capture_stream = emu::current_stream();
+  emu::recording = {};
 }
 
 int64_t capture_end() {
   TORCH_CHECK(emu::capturing, "emulated device: no capture is on");
   emu::capturing = false;
-  emu::graphs.push_back(std::move(emu::recording));
-  emu::recording.clear();
+  emu::graphs.push_back(std::exchange(emu::recording, {}));
   return static_cast<int64_t>(emu::graphs.size()) - 1;
 }
 
-std::vector<emu::Launch>& graph_of(int64_t graph) {
+emu::Graph& graph_of(int64_t graph) {
   TORCH_CHECK_VALUE(graph >= 0 && graph < static_cast<int64_t>(emu::graphs.size()), "no graph ",
                     graph);
   return emu::graphs[graph];
 }
 
 void replay(int64_t graph) {
-  for (const emu::Launch& l : graph_of(graph)) emu::run(l);
+  for (const emu::Launch& l : graph_of(graph).launches) emu::run(l);
 }
 
-void reset_graph(int64_t graph) { graph_of(graph).clear(); }
+// The graph's end (torch.cuda.CUDAGraph.reset() or its deletion): no more replays, and its user
+// objects are destroyed.
+void reset_graph(int64_t graph) {
+  emu::Graph& g = graph_of(graph);
+  g.launches.clear();
+  for (const auto& object : g.objects) object->destroy(object->pointer);
+  g.objects.clear();
+}
 
 std::vector<std::string> take_log() { return std::exchange(emu::log, {}); }
 
 // The emulator's own checks (tests/test_cuda_emu.py): a kernel whose upper half of threads
-// returns before the barrier the others wait at, and one that reads shared memory no thread of
-// its block wrote.
+// returns before the barrier the others wait at, one that reads shared memory no thread of its
+// block wrote, and a launch on a stream that is not the current one.
 __global__ void divergent_kernel(int64_t* out) {
   if (threadIdx.x >= blockDim.x / 2) return;
   __syncthreads();
@@ -274,8 +334,10 @@ __global__ void unwritten_shared_kernel(int64_t* out) {
 
 void run_selftest(const std::string& which, at::Tensor out) {
   int64_t* p = out.data_ptr<int64_t>();
-  if (which == "divergent") MINIMM_LAUNCH(divergent_kernel, 1, 64, nullptr, p);
-  else if (which == "shared") MINIMM_LAUNCH(unwritten_shared_kernel, 2, 32, nullptr, p);
+  if (which == "divergent") MINIMM_LAUNCH(divergent_kernel, 1, 64, emu::current_stream(), p);
+  else if (which == "shared") MINIMM_LAUNCH(unwritten_shared_kernel, 2, 32, emu::current_stream(), p);
+  else if (which == "other_stream")
+    MINIMM_LAUNCH(unwritten_shared_kernel, 1, 32, &emu::streams[(emu::current_index + 1) % emu::kStreams], p);
   else TORCH_CHECK_VALUE(false, "no self-test ", which);
 }
 
@@ -283,6 +345,18 @@ void run_selftest(const std::string& which, at::Tensor out) {
 // of CPU tensors runs the CUDA code. Methods of a class, as the plans' own are: unlike an op's,
 // their C++ warnings reach Python as warnings.
 struct Plans : torch::CustomClassHolder {};
+
+// A table as tensors, for the tests' checks of its chunking: [row, first, n] of every chunk,
+// every row's numel, [first, count, blocks] of every segment, and the streams it remembers.
+std::vector<at::Tensor> table_tensors(const minimm::Table& table) {
+  std::vector<int64_t> chunks, numel, segments;
+  for (const minimm::Chunk& c : table.chunks) chunks.insert(chunks.end(), {c.row, c.first, c.n});
+  for (const minimm::Row& r : table.rows) numel.push_back(r.numel);
+  for (const minimm::Segment& s : table.segments) segments.insert(segments.end(), {s.first, s.count, s.blocks});
+  auto rows_of = [](const std::vector<int64_t>& v) { return at::tensor(v, at::kLong).reshape({-1, 3}); };
+  return {rows_of(chunks), at::tensor(numel, at::kLong), rows_of(segments),
+          at::tensor(static_cast<int64_t>(table.streams.size()))};
+}
 using PlansPtr = c10::intrusive_ptr<Plans>;
 using EMAPlanPtr = c10::intrusive_ptr<minimm::EMAPlan>;
 using PackPlanPtr = c10::intrusive_ptr<minimm::PackPlan>;
@@ -295,6 +369,10 @@ const auto plans_class =
         })
         .def("pack_run", [](const PlansPtr&, const PackPlanPtr& plan, bool unpack, double scale) {
           if (!plan->tensors.empty()) plan->run(unpack, scale, minimm::cuda_pack_run);
+        })
+        .def("ema_table", [](const PlansPtr&, const EMAPlanPtr& plan) { return table_tensors(plan->table); })
+        .def("pack_table", [](const PlansPtr&, const PackPlanPtr& plan, int64_t which) {
+          return table_tensors(which == 0 ? plan->pack_table : which == 1 ? plan->unpack_table : plan->scaled_table);
         });
 
 }  // namespace
@@ -306,6 +384,7 @@ TORCH_LIBRARY(minimm_emu, m) {
   m.def("capture_end() -> int", &capture_end);
   m.def("replay(int graph) -> ()", &replay);
   m.def("reset_graph(int graph) -> ()", &reset_graph);
+  m.def("set_stream(int stream) -> ()", &set_stream);
   m.def("take_log() -> str[]", &take_log);
   m.def("selftest(str which, Tensor(a!) out) -> ()", &run_selftest);
 }

@@ -16,8 +16,13 @@ echo "emulated device built in $((SECONDS - start)) s: $library"
 # One thread: the CPU kernels then run as the emulator does, and the lane keeps to one core.
 # --capture=sys: a sanitizer writes its report to file descriptor 2 and ends the process, so
 # pytest must not hold that descriptor (its default capture would swallow the report).
-LD_PRELOAD=$preload MINIMM_EXT_LIBRARY=$library OMP_NUM_THREADS=1 \
-    "$PYTHON" -m pytest -q -p no:cacheprovider --capture=sys \
-    tests/test_cuda_emu.py tests/test_ops_cuda_equal.py \
-    "$@" \
-    2> >(grep -v 'swapcontext' >&2)
+# The equality tests run three times: blocks and threads forward, reversed, then shuffled
+# (MINIMM_EMU_ORDER, tests/cuda_emu/device.py); the emulator's own tests once.
+for order in 0 1 2; do
+    files=(tests/test_ops_cuda_equal.py)
+    [ "$order" = 0 ] && files=(tests/test_cuda_emu.py tests/test_ops_cuda_equal.py)
+    echo "== block and thread order $order (0 forward, 1 reversed, 2 shuffled)"
+    LD_PRELOAD=$preload MINIMM_EXT_LIBRARY=$library OMP_NUM_THREADS=1 MINIMM_EMU_ORDER=$order \
+        "$PYTHON" -m pytest -q -p no:cacheprovider --capture=sys "${files[@]}" "$@" \
+        2> >(grep -v 'swapcontext' >&2)
+done

@@ -47,15 +47,30 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
 using std::nearbyint;
 
 // ---- the runtime ---------------------------------------------------------------------------
+// Streams are distinct objects (emulator.cpp): a launch must go to the current one.
 typedef struct CUstream_st* cudaStream_t;
+typedef struct CUgraph_st* cudaGraph_t;
+typedef struct CUuserObject_st* cudaUserObject_t;
+typedef void (*cudaHostFn_t)(void*);
+#define CUDART_CB
+enum cudaUserObjectFlags { cudaUserObjectNoDestructorSync = 1 };
+enum cudaUserObjectRetainFlags { cudaGraphUserObjectMove = 1 };
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidConfiguration = 9 };
 enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1 };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                     unsigned long long* id = nullptr, cudaGraph_t* graph = nullptr);
+// A graph owns its user objects: the emulator calls `destroy(pointer)` when the graph is reset.
+cudaError_t cudaUserObjectCreate(cudaUserObject_t* object, void* pointer, cudaHostFn_t destroy,
+                                 unsigned int count, unsigned int flags);
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                                      unsigned int flags);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device);
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* kernel,
@@ -71,18 +86,22 @@ const char* cudaGetErrorString(cudaError_t error);
 
 namespace emu {
 
+// The current stream (Emulated.set_stream() chooses it).
+cudaStream_t current_stream();
+
 // Runs (or, while a capture is on, records) a launch of `body` on `grid` blocks of `threads`;
-// `name` says which kernel in the launch log and in errors.
-void launch(std::string name, dim3 grid, dim3 threads, std::function<void()> body);
+// `name` says which kernel in the launch log and in errors. A launch on another stream than the
+// current one is an error: every launch of minimm goes to the current stream.
+void launch(std::string name, cudaStream_t stream, dim3 grid, dim3 threads, std::function<void()> body);
 
 // The kernel's name from the signature of launch_of<Kernel>: "... [with auto Kernel = NAME; ...]".
 std::string kernel_name(const char* signature);
 
 // The arguments are copied when the launch is made, as a GPU launch copies them.
 template <auto Kernel, typename... P, typename... A>
-void launch_of(void (*)(P...), dim3 grid, dim3 threads, A&&... args) {
+void launch_of(void (*)(P...), cudaStream_t stream, dim3 grid, dim3 threads, A&&... args) {
   std::tuple<std::decay_t<P>...> values(std::forward<A>(args)...);
-  launch(kernel_name(__PRETTY_FUNCTION__), grid, threads, [values] { std::apply(Kernel, values); });
+  launch(kernel_name(__PRETTY_FUNCTION__), stream, grid, threads, [values] { std::apply(Kernel, values); });
 }
 
 }  // namespace emu
@@ -90,5 +109,5 @@ void launch_of(void (*)(P...), dim3 grid, dim3 threads, A&&... args) {
 // What csrc/multi_tensor_apply.cuh launches with: the emulator instead of <<<>>>, and plain host
 // memory to stage tables in (there is no driver to pin memory with).
 #define MINIMM_LAUNCH(kernel, grid, threads, stream, ...) \
-  ::emu::launch_of<kernel>(kernel, grid, threads, __VA_ARGS__)
+  ::emu::launch_of<kernel>(kernel, stream, grid, threads, __VA_ARGS__)
 #define MINIMM_PINNED_STAGING false
