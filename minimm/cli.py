@@ -266,7 +266,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     # main() from a script honours --verbose too (command_line has taken it out of argv).
     before = show_details(True) if getattr(args, 'verbose', False) else None
     try:
-        {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}[args.command](args)
+        commands = {'demo': cmd_demo, 'train': cmd_train, 'test': cmd_test, 'info': cmd_info}
+        commands[args.command](args)
     finally:
         if before is not None:
             show_details(before)

@@ -67,7 +67,9 @@ def _posthoc_resumed(base):
 def _train_two_ranks(rank, work_dir, planted_dir):
     from minimm.checkpoint import unwrap_model
     from minimm.hooks import EMAHook, Hook
-    from minimm.hooks.agreement_check import check_agreement, replicated_tensors
+    from minimm.hooks import CheckpointHook
+    from minimm.hooks.agreement_check import (buffers_synced_before, check_agreement,
+                                              replicated_tensors)
 
     class RecordWhatValidationUses(Hook):
         priority = 'LOW'  # after EMAHook swapped the average in and SyncBuffersHook synced
@@ -80,12 +82,15 @@ def _train_two_ranks(rank, work_dir, planted_dir):
     runner.train()
     (ema_hook, ) = [h for h in runner.hooks if isinstance(h, EMAHook)]
     (recorder, ) = [h for h in runner.hooks if isinstance(h, RecordWhatValidationUses)]
+    (saver, ) = [h for h in runner.hooks if isinstance(h, CheckpointHook)]
     start = time.perf_counter()
-    check_agreement(runner, 'error')
+    check_agreement(runner, 'error', saver, 'after_train_epoch')
     check_seconds = time.perf_counter() - start
+    synced = buffers_synced_before(runner, saver, 'after_train_epoch')  # SyncBuffersHook's
+    assert synced and not buffers_synced_before(runner, saver, 'after_train_iter')
     out = dict(ema={k: v.detach().clone() for k, v in ema_hook.ema_model.state_dict().items()},
                val=recorder.seen, check_seconds=check_seconds,
-               checked=len(replicated_tensors(runner)))
+               checked=len(replicated_tensors(runner, synced)))
 
     class PlantDisagreement(Hook):
         priority = 'HIGHEST'

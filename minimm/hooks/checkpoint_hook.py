@@ -253,7 +253,8 @@ class CheckpointHook(Hook):
         filename = self.filename_tmpl.format(step)
         self.last_ckpt = osp.join(self.out_dir, filename)
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
-        check_agreement(runner, self.agreement_check)  # on every rank, before rank 0 writes
+        stage = 'after_train_epoch' if self.by_epoch else 'after_train_iter'
+        check_agreement(runner, self.agreement_check, self, stage)  # every rank, then rank 0 saves
         runner.save_checkpoint(self.out_dir, filename, save_optimizer=self.save_optimizer,
                                save_param_scheduler=self.save_param_scheduler, meta=meta,
                                by_epoch=self.by_epoch)

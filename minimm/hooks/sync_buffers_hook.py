@@ -28,6 +28,7 @@ import itertools
 
 from ..dist import all_reduce_params, is_distributed
 from ..registry import HOOKS
+from .agreement_check import averaged_copies
 from .hook import Hook
 
 
@@ -61,13 +62,3 @@ class SyncBuffersHook(Hook):
         copies = [copy.module.buffers() for copy in averaged_copies(runner)]
         all_reduce_params(itertools.chain(runner.model.buffers(), *copies), op='mean')
 
-
-def averaged_copies(runner) -> list:
-    """The averaged models the runner's hooks keep (``ema_model``, ``ema_models``), in hook
-    order, so that every rank lists them alike."""
-    copies = []
-    for hook in getattr(runner, 'hooks', ()):
-        if getattr(hook, 'ema_model', None) is not None:
-            copies.append(hook.ema_model)
-        copies.extend(getattr(hook, 'ema_models', None) or ())
-    return copies

@@ -62,9 +62,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from minimm.ops import AveragingRecord, EMATarget, FusedAveraging, averaging_weight, ema_update_ref
-from minimm.ops.aliases import first_names
-from minimm.ops.ema import DEFAULT_MOMENTUM
+from minimm.ops import (DEFAULT_MOMENTUM, AveragingRecord, EMATarget, FusedAveraging,
+                        averaging_weight, ema_update_ref, first_names)
 from minimm.registry import MODELS
 from .host_count import HostCount
 

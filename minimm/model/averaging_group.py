@@ -8,8 +8,7 @@ it is in cache, with the same numbers as the models' own updates. A minimm addit
 import torch
 from torch import nn
 
-from minimm.ops import AveragingRecord, FusedAveraging
-from minimm.ops.ema import MAX_TARGETS
+from minimm.ops import MAX_TARGETS, AveragingRecord, FusedAveraging
 from .averaged_model import plan_record
 
 

@@ -47,8 +47,8 @@ DEFAULT_MOMENTUM = 0.0002
 FALLBACK_ULPS = 4
 
 
-def averaging_weight(rule: str, steps: int, momentum: float = DEFAULT_MOMENTUM, gamma: float = 100.0,
-                     interval: int = 1) -> float:
+def averaging_weight(rule: str, steps: int, momentum: float = DEFAULT_MOMENTUM,
+                     gamma: float = 100.0, interval: int = 1) -> float:
     """The weight of the new value for the averaging call at count ``steps`` (before incrementing).
 
     ``'ema'``: ``momentum``; ``'anneal'``: ``max(momentum, gamma / (gamma + steps))`` (MMEngine's
@@ -67,7 +67,8 @@ def averaging_weight(rule: str, steps: int, momentum: float = DEFAULT_MOMENTUM, 
     raise ValueError(f'unknown averaging rule {rule!r}; expected one of {sorted(RULES)}')
 
 
-_LN2_HI, _LN2_LO, _INV_LN2 = 6.93147180369123816490e-01, 1.90821492927058770002e-10, 1.44269504088896338700e+00
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e+00
 
 
 def _power_beta(t: float, y: float) -> float:

@@ -1,4 +1,5 @@
-"""The DTensor sharding rule of ``ema_update_``: a call on sharded tensors updates each rank's shards.
+"""The DTensor sharding rule of ``ema_update_``: a call on sharded tensors updates each rank's
+shards.
 
 A model sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``) holds its parameters as
 DTensors: each rank keeps a slice (its *shard*) of every tensor, described by a placement per
