@@ -169,7 +169,7 @@ def captured_plan(src):
 def test_a_refresh_after_a_capture_warns_and_the_graph_keeps_its_memory():
     """A re-pointed tensor: refresh() rebuilds and warns that the graph must be captured again
     (not an error, and only for a rebuild after a capture); the old graph keeps writing the memory
-    it captured, which the plan keeps alive; eager steps follow the new tensor."""
+    it captured, which the graph itself keeps alive; eager steps follow the new tensor."""
     src = torch.nn.Parameter(torch.ones(4, device=CUDA))
     plan, ema, steps, graph = captured_plan(src)
     with torch.cuda.graph(torch.cuda.CUDAGraph()):  # a second capture of the same table
