@@ -14,11 +14,10 @@ the close names of its registry.
 import copy
 import difflib
 import inspect
-import numbers
 
 from minimm.dataflow import check_hooks_mode
 from minimm.registry.lookup import did_you_mean
-from minimm.values import check_arguments, problem
+from minimm.values import check_arguments, is_whole, problem
 
 from .builder import RUNNERS
 from .hooks import HOOKS, EvalHook
@@ -60,9 +59,7 @@ def _policy_class(entry: dict, suffix: str, where: str) -> type:
 
 def _whole(where: str, value, minimum: int) -> None:
     """A counter: a whole number >= ``minimum`` (a float such as 2.0 as well, as MMCV runs it)."""
-    whole = isinstance(value, numbers.Integral) or (isinstance(value, float) and
-                                                    value.is_integer())
-    if isinstance(value, bool) or not whole or value < minimum:
+    if not is_whole(value) or value < minimum:
         wrong = problem('number', value) or f'must be an integer >= {minimum}'
         raise ValueError(f'{where}={value!r}: {wrong.replace("a number", "an integer")}')
 
