@@ -73,9 +73,8 @@ def check_registered_hooks(hooks: list, train_cfg, param_scheduler,
     declares it reads and writes (``minimm/dataflow.py``; ``check_hooks`` ``'warn'``,
     ``'error'`` or ``'off'``)."""
     warn_duplicate_hooks(default_hooks, custom_hooks, logger)
-    if train_loop_kind(train_cfg) == 'iter':
-        _warn_schedulers_step(param_scheduler, logger)
-    warn_by_epoch(train_cfg, default_hooks, custom_hooks, val_cfg is not None, logger)
+    warn_by_epoch(train_cfg, param_scheduler, default_hooks, custom_hooks, val_cfg is not None,
+                  logger)
     check_hook_order(hooks, Hook.stages, check_hooks, logger)
 
 
@@ -246,13 +245,15 @@ def _option(hook, key: str):
     return hook.get(key, True) if isinstance(hook, dict) else getattr(hook, key, True)
 
 
-def warn_by_epoch(train_loop, default_hooks: Optional[dict], custom_hooks: Optional[list],
-                  has_val: bool, logger) -> None:
-    """Warn, at start, about the ``by_epoch`` settings of the hooks a config names that an
-    iteration-based loop cannot honour (MMEngine says nothing): CheckpointHook(by_epoch=True)
-    saves once, at the end; LoggerHook(log_metric_by_epoch=True) logs every validation at 0."""
+def warn_by_epoch(train_loop, param_scheduler, default_hooks: Optional[dict],
+                  custom_hooks: Optional[list], has_val: bool, logger) -> None:
+    """Warn, at start, about the ``by_epoch`` settings that an iteration-based loop cannot
+    honour (MMEngine says nothing): the schedulers' (``_warn_schedulers_step``), and those of the
+    hooks a config names: CheckpointHook(by_epoch=True) saves once, at the end;
+    LoggerHook(log_metric_by_epoch=True) logs every validation at epoch 0."""
     if train_loop_kind(train_loop) != 'iter':
         return
+    _warn_schedulers_step(param_scheduler, logger)
     # Only the hooks a config names: the untouched defaults would warn in every short demo.
     hooks = [(f'default_hooks.{key}', hook) for key, hook in (default_hooks or {}).items()
              if hook is not None]
