@@ -80,6 +80,10 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
                              "one written by MMEngine); it can run code: only for files you trust")
     parser.add_argument('--work-dir', help='where checkpoints and logs go (overrides the config)')
     _add_verbose(parser)
+    add_cfg_options(parser)
+
+
+def add_cfg_options(parser: argparse.ArgumentParser) -> None:
     # 'extend': a second --cfg-options adds to the first (MMEngine's DictAction merges them).
     parser.add_argument('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
                         help='override config entries, e.g. train_cfg.max_epochs=2 '

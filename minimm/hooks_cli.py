@@ -59,13 +59,12 @@ def report(cfg, only: Optional[List[str]] = None) -> Tuple[str, list]:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    from .cli import _load_config, help_text
+    from .cli import _load_config, add_cfg_options, help_text
     parser = argparse.ArgumentParser(
         prog='minimm hooks', description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='a .py config file (MMEngine or MMCV 1.x)')
-    parser.add_argument('--cfg-options', nargs='+', metavar='KEY=VALUE',
-                        help='override config entries first, as `minimm train` does')
+    add_cfg_options(parser)  # as `minimm train` takes them
     parser.add_argument('--stages', nargs='+', metavar='STAGE',
                         help='show only these stages in the table (findings cover all)')
     parser.add_argument('--strict', action='store_true',
