@@ -23,6 +23,9 @@ from typing import Dict, NamedTuple, Optional
 
 import pytest
 
+# The EMAHook claim runs minimm's EMA, whose update is an op of either backend.
+pytestmark = pytest.mark.ops_backend
+
 REPO = Path(__file__).resolve().parent.parent
 RESULT = '\x1e claim result \x1e'
 
@@ -44,6 +47,51 @@ MODEL = """
 class M(BaseModel):
     def forward(self, inputs=None, data_samples=None, mode='tensor'):
         return inputs
+"""
+
+# A short training on a one-layer model: 12 iterations an epoch, a metric that counts samples, a
+# work dir and an experiment name of its own (MMEngine shares a MessageHub between Runners of one
+# name, and the name is the time to the second).
+TINY_RUN = """
+import tempfile
+import uuid
+import torch
+from torch.utils.data import DataLoader
+from mmengine.evaluator import BaseMetric
+from mmengine.hooks import Hook
+from mmengine.model import BaseModel
+from mmengine.runner import Runner
+
+
+class Net(BaseModel):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 2)
+
+    def forward(self, inputs, data_samples=None, mode='tensor'):
+        out = self.fc(inputs)
+        return dict(loss=out.pow(2).mean()) if mode == 'loss' else list(out)
+
+
+class Count(BaseMetric):
+    def process(self, data_batch, data_samples):
+        self.results.append(len(data_samples))
+
+    def compute_metrics(self, results):
+        return dict(n=sum(results))
+
+
+DATA = [dict(inputs=torch.ones(2), data_samples=torch.tensor(0)) for _ in range(24)]
+
+
+def tiny_run(hooks=(), train_cfg=dict(by_epoch=True, max_epochs=2), train=True, **kwargs):
+    runner = Runner(model=Net(), work_dir=tempfile.mkdtemp(), experiment_name=uuid.uuid4().hex,
+                    train_dataloader=DataLoader(DATA, batch_size=2), train_cfg=train_cfg,
+                    optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)),
+                    custom_hooks=list(hooks), **kwargs)
+    if train:
+        runner.train()
+    return runner
 """
 
 CLAIMS: Dict[str, Claim] = {
@@ -195,6 +243,93 @@ with Reads():
 result = Reads.count
 """, 1,
         SAME_CODE, 0),
+    'val_begin and dynamic_intervals': Claim(
+        '05_runner_and_loops.md',
+        "val_interval=2, {'dynamic_intervals': [(4, 1)]}: validated after epochs [2, 3, 4, 5]",
+        TINY_RUN + """
+class ValEpochs(Hook):
+    def __init__(self):
+        self.epochs = []
+
+    def after_val_epoch(self, runner, metrics=None):
+        self.epochs.append(runner.epoch)
+
+
+result = []
+for schedule in (dict(), dict(val_begin=3), dict(dynamic_intervals=[(4, 1)])):
+    hook = ValEpochs()
+    tiny_run([hook], dict(by_epoch=True, max_epochs=5, val_interval=2, **schedule),
+             val_dataloader=DataLoader(DATA, batch_size=12), val_cfg=dict(),
+             val_evaluator=[Count()], log_level='WARNING')
+    result.append(hook.epochs)
+""", [[2, 4, 5], [4, 5], [2, 3, 4, 5]],
+        SAME_CODE, [[2, 4, 5], [4, 5], [2, 3, 4, 5]]),
+    'save_begin starts the interval count': Claim(
+        '08_checkpoints_and_resume.md',
+        "interval=2, save_begin=1: ['epoch_1.pth', 'epoch_3.pth', 'epoch_4.pth']",
+        TINY_RUN + """
+import os
+runner = tiny_run(train_cfg=dict(by_epoch=True, max_epochs=4), log_level='WARNING',
+                  default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=2,
+                                                     save_begin=1)))
+result = sorted(f for f in os.listdir(runner.work_dir) if f.endswith('.pth'))
+""", ['epoch_1.pth', 'epoch_3.pth', 'epoch_4.pth'],
+        SAME_CODE, ['epoch_1.pth', 'epoch_3.pth', 'epoch_4.pth']),
+    'EMAHook(begin_epoch=2) averages from the second epoch': Claim(
+        '12_builtin_hooks.md', '`begin_epoch=2` with the second epoch',
+        TINY_RUN + """
+from mmengine.hooks import EMAHook
+runner = tiny_run([dict(type='EMAHook', begin_epoch=2)], log_level='WARNING')
+result = int(next(h for h in runner.hooks if isinstance(h, EMAHook)).ema_model.steps)
+""", 12,
+        SAME_CODE, 12),
+    'how a log line averages a scalar': Claim(
+        '12_builtin_hooks.md',
+        'by_epoch=False, custom_cfg: Iter(train) [10/12] iter_number: 5.5000',
+        TINY_RUN + """
+import logging
+import re
+
+
+class IterNumber(Hook):
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        runner.message_hub.update_scalar('train/iter_number', runner.iter + 1)
+
+
+MEAN_OVER_ALL = dict(data_src='iter_number', method_name='mean', window_size='global')
+result = []
+for log_processor in (dict(), dict(mean_pattern=r'.*(loss|time|iter_number).*', window_size=4),
+                      dict(by_epoch=False, custom_cfg=[MEAN_OVER_ALL])):
+    runner = tiny_run([IterNumber()], dict(by_epoch=True, max_epochs=1), train=False,
+                      log_processor=log_processor)
+    lines = []
+    catcher = logging.Handler()
+    catcher.emit = lambda record: lines.append(record.getMessage())
+    runner.logger.addHandler(catcher)
+    runner.train()
+    line = next(m for m in lines if '(train)' in m)
+    result.append(line.split()[:2] + re.findall(r'iter_\\w+: \\S+', line))
+""", [['Epoch(train)', '[1][10/12]', 'iter_number: 10'],
+      ['Epoch(train)', '[1][10/12]', 'iter_number: 8.5000'],
+      ['Iter(train)', '[10/12]', 'iter_number: 5.5000']],
+        SAME_CODE, [['Epoch(train)', '[1][10/12]', 'iter_number: 10'],
+                    ['Epoch(train)', '[1][10/12]', 'iter_number: 8.5000'],
+                    ['Iter(train)', '[10/12]', 'iter_number: 5.5000']]),
+    'rank 0 alone writes checkpoints and visualizer scalars': Claim(
+        '14_several_processes.md', '`Runner.save_checkpoint` is wrapped in `master_only`',
+        TINY_RUN + """
+import glob
+import os
+from unittest import mock
+runner = tiny_run(log_level='WARNING')
+with mock.patch('mmengine.dist.utils.get_rank', return_value=1):   # as if on rank 1
+    runner.save_checkpoint(runner.work_dir, 'on_rank_1.pth')
+    runner.visualizer.add_scalars(dict(written_on_rank_1=1.0), step=1)
+scalars = glob.glob(os.path.join(runner.log_dir, 'vis_data', 'scalars.json'))
+result = [os.path.exists(os.path.join(runner.work_dir, 'on_rank_1.pth')),
+          any('written_on_rank_1' in open(path).read() for path in scalars)]
+""", [False, False],
+        SAME_CODE, [False, False]),
 }
 
 
