@@ -245,7 +245,7 @@ result = Reads.count
         SAME_CODE, 0),
     'val_begin and dynamic_intervals': Claim(
         '05_runner_and_loops.md',
-        "val_interval=2, {'dynamic_intervals': [(4, 1)]}: validated after epochs [2, 3, 4, 5]",
+        "{'dynamic_intervals': [(4, 1)]} validates after epochs [2, 3, 4, 5]",
         TINY_RUN + """
 class ValEpochs(Hook):
     def __init__(self):
