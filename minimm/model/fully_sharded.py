@@ -81,7 +81,7 @@ class MMFullyShardedDataParallel(nn.Module):
                  mixed_precision=None, param_init_fn=None, use_orig_params: bool = True,
                  **kwargs):
         super().__init__()
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         shard_args, own = fully_shard_arguments(
             sharding_strategy=sharding_strategy, cpu_offload=cpu_offload,
             mixed_precision=mixed_precision, backward_prefetch=backward_prefetch,
@@ -95,8 +95,15 @@ class MMFullyShardedDataParallel(nn.Module):
         ignored = {p for m in own.get('ignored_modules') or () for p in m.parameters()}
         mesh = _mesh(device.type, process_group)
         # Innermost first: each picked submodule gathers its own weights, the root the rest.
-        for submodule in modules_to_shard(module, policy) + [module]:
-            fully_shard(submodule, mesh=mesh, ignored_params=ignored or None, **shard_args)
+        # Layers kept in their own dtype under mixed precision (BatchNorm) come first, alone.
+        own_dtype = [m for m in module.modules() if isinstance(m, own['full_precision'])]
+        picked = [m for m in modules_to_shard(module, policy) if m not in own_dtype]
+        for submodule in own_dtype + picked + [module]:
+            args = shard_args
+            if submodule in own_dtype:
+                args = dict(shard_args, mp_policy=MixedPrecisionPolicy(
+                    reduce_dtype=shard_args['mp_policy'].reduce_dtype))
+            fully_shard(submodule, mesh=mesh, ignored_params=ignored or None, **args)
         self.module = module
 
     def forward(self, *args, **kwargs):
