@@ -55,8 +55,6 @@ REFUSED = {
                                "model.to() before wrapping"),
     'keep_low_precision_grads': ((False, ), "FSDP2's gradients have the sharded parameters' "
                                             'dtype; set reduce_dtype for the reduction'),
-    'cast_root_forward_inputs': ((True, ), 'FSDP2 casts the inputs of every wrapped module '
-                                           '(cast_forward_inputs)'),
 }
 MIXED_PRECISION_KEYS = ('param_dtype', 'reduce_dtype', 'output_dtype', 'cast_forward_inputs',
                         'buffer_dtype', 'keep_low_precision_grads', 'cast_root_forward_inputs',
@@ -101,13 +99,17 @@ def mixed_precision_policy(mixed_precision) -> tuple:
     if unknown:
         raise ValueError(f'MMFullyShardedDataParallel: mixed_precision has unknown keys {unknown}'
                          f'; allowed: {list(MIXED_PRECISION_KEYS[:5])}')
-    for key in ('buffer_dtype', 'keep_low_precision_grads', 'cast_root_forward_inputs'):
+    for key in ('buffer_dtype', 'keep_low_precision_grads'):
         if key in mixed_precision:
             refuse_unless_allowed(key, mixed_precision[key])
+    # FSDP1 casts the root's inputs (cast_root_forward_inputs, True by default) and, with
+    # cast_forward_inputs, every wrapped module's; FSDP2 has the second switch only.
+    cast = mixed_precision.get('cast_forward_inputs', True) or \
+        mixed_precision.get('cast_root_forward_inputs', True)
     policy = MixedPrecisionPolicy(
         **{key: parse_dtype(key, mixed_precision.get(key))
            for key in ('param_dtype', 'reduce_dtype', 'output_dtype')},
-        cast_forward_inputs=bool(mixed_precision.get('cast_forward_inputs', True)))
+        cast_forward_inputs=bool(cast))
     kept = mixed_precision.get('_module_classes_to_ignore', FULL_PRECISION_CLASSES)
     return policy, tuple(kept) if policy.param_dtype is not None else ()
 
