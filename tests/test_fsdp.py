@@ -417,6 +417,9 @@ def test_auto_wrap_policy_picks_the_modules_fsdp1_would_wrap():
         model[0], model[1][0]]
     assert modules_to_shard(model, wrap_policy(dict(policy, min_num_params=100))) == []
     assert modules_to_shard(model, None) == []
+    # Two Linear layers of 20 below the threshold each: their parent, with 40, is wrapped.
+    nested = nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2))
+    assert modules_to_shard(nested, wrap_policy(dict(policy, min_num_params=30))) == [nested[0]]
 
 
 @pytest.mark.parametrize('strategy, words', [
