@@ -11,5 +11,5 @@ from .strategies import DDPStrategy, FSDPStrategy
 
 __all__ = ['Runner', 'FlexibleRunner', 'DDPStrategy', 'FSDPStrategy', 'BaseLoop', 'Priority',
            'get_priority', 'EpochBasedTrainLoop', 'IterBasedTrainLoop', 'ValLoop', 'TestLoop',
-           'CheckpointLoader', 'find_latest_checkpoint', 'get_state_dict', 'load_checkpoint', 'load_state_dict',
-           'save_checkpoint', 'weights_to_cpu']
+           'CheckpointLoader', 'find_latest_checkpoint', 'get_state_dict', 'load_checkpoint',
+           'load_state_dict', 'save_checkpoint', 'weights_to_cpu']
