@@ -194,8 +194,15 @@ def _flexible_runs(rank, tmp):
     return out
 
 
+def _bench_rank():
+    """``minimm bench ema``'s sharded row, measured on this rank, on a tiny workload."""
+    from minimm.bench import common, ema_shards
+    common.WORKLOADS['tiny'] = common.Workload(lambda: [(3, 5), (7, ), ()])
+    return ema_shards.measure('tiny', rounds=1)
+
+
 def _two_ranks(rank, tmp):
-    out = {}
+    out = {'bench': _bench_rank()}
     for wrapper in ('MMDistributedDataParallel', 'MMFullyShardedDataParallel'):
         out[wrapper] = _train_with_every_average(rank, tmp, wrapper)
         out['val', wrapper] = _validate_with_the_ema(rank, tmp, wrapper)
@@ -326,6 +333,17 @@ def test_four_ranks_shares_and_averages(four_ranks):
             pairs = [(got[k], want[k]) for k in want] if isinstance(want, dict) else zip(got, want)
             for a, b in pairs:
                 assert a.dtype == b.dtype and (a.double() - b.double()).abs().max() <= 1e-6
+
+
+def test_bench_sharded_row(two_ranks, capsys, monkeypatch):
+    from minimm.bench import common, ema_shards
+    monkeypatch.setitem(common.WORKLOADS, 'tiny', common.Workload(lambda: [(3, 5), (7, ), ()]))
+    row = ema_shards.row('tiny', [rank['bench'] for rank in two_ranks])
+    # rows split 2 + 1, 4 + 3 and 1 + 0 (the 0-d tensor is one row): rank 0 holds 15 of 23
+    assert (row['shards'], row['values'], row['full_values']) == (2, 15, 23)
+    assert row['ema_mb'] == 15 * 4 / 1e6 and row['x_limit'] > 0 and row['backend'] != 'loop'
+    ema_shards.print_shards([row])
+    assert 'sharded EMA: tiny (0.0 M values) over N gloo processes' in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- in this process, no spawn
