@@ -1,5 +1,6 @@
 """Sharded training (torch's FSDP2 in MMEngine's config shapes) with every EMA on the shards, on 2
-gloo processes (one spawn runs every check) and 4 (one spawn).
+gloo processes (one spawn runs every check) and 4 (one spawn); then, in this process, one process
+running the same configs, and the checks of the keys and options.
 
 The oracle is DDP: the same training, the same data on each rank, run with
 ``MMDistributedDataParallel``. Each rank computes what a DDP rank computes (FSDP2 gathers the
@@ -465,8 +466,14 @@ def test_flexible_runner_refuses_a_second_wrapper_config(tmp_path):
                 cfg=dict(model_wrapper_cfg=dict(type='MMFullyShardedDataParallel')))
 
 
-def test_state_dict_cfg_is_kept_for_the_checkpoint_code():
-    from minimm.registry import STRATEGIES
+@pytest.mark.filterwarnings('ignore:model. WideToy values cannot be written')  # a built model
+def test_state_dict_cfg_is_kept_for_the_checkpoint_code(tmp_path):
+    from minimm.registry import RUNNERS, STRATEGIES
     full = dict(state_dict_type='FULL_STATE_DICT', state_dict_config=dict(offload_to_cpu=True))
     assert STRATEGIES.build(dict(type='FSDPStrategy')).state_dict_cfg == 'local'
     assert STRATEGIES.build(dict(type='FSDPStrategy', state_dict_cfg=full)).state_dict_cfg == full
+    # a whole config, as `minimm train` builds it: runner_type and strategy are read from it
+    runner = RUNNERS.build(dict(runner_type='FlexibleRunner', model=WideToy(),
+                                work_dir=str(tmp_path), strategy=dict(
+                                    type='FSDPStrategy', state_dict_cfg='full')))
+    assert type(runner).__name__ == 'FlexibleRunner' and runner.strategy.state_dict_cfg == 'full'

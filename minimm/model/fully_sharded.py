@@ -26,6 +26,7 @@ Different from MMEngine: built on FSDP2, not FSDP1 (no flat parameters; ``state_
 DTensors); ``param_init_fn`` and the hybrid strategies are refused (fsdp_options.py says what to
 write instead).
 """
+import sys
 from typing import Dict, Union
 
 import torch
@@ -57,8 +58,9 @@ def _mesh(device_type: str, process_group):
 def broadcast_whole_tensors(tensors) -> None:
     """Broadcast rank 0's value of each tensor every rank holds whole; a DTensor (a sharded
     parameter) holds each rank's own rows and is left alone."""
+    dtensor = sys.modules.get('torch.distributed.tensor')  # loaded where a DTensor exists
     for tensor in tensors:
-        if type(tensor).__name__ != 'DTensor':
+        if dtensor is None or not isinstance(tensor, dtensor.DTensor):
             broadcast(tensor)
 
 
