@@ -75,11 +75,11 @@ def _runner(work_dir, hooks, val=False, launcher='pytorch', runner_type='Runner'
     torch.manual_seed(0)
     val_kwargs = dict(val_dataloader=toy_loader_cfg(8, 2, shuffle=False), val_cfg=dict(),
                       val_evaluator=ToyMetric()) if val else {}
+    kwargs.setdefault('optim_wrapper', dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9)))
     return RUNNERS.get(runner_type)(
         model=WideToy(), work_dir=work_dir, launcher=launcher,
         train_dataloader=toy_loader_cfg(SAMPLES, BATCH), randomness=dict(seed=0),
         train_cfg=dict(by_epoch=True, max_epochs=2, val_interval=1),
-        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9)),
         default_hooks=dict(checkpoint=None, logger=dict(type='LoggerHook', interval=100)),
         custom_hooks=list(hooks), **val_kwargs, **kwargs)
 
@@ -208,6 +208,13 @@ def _two_ranks(rank, tmp):
         out[wrapper] = _train_with_every_average(rank, tmp, wrapper)
         out['val', wrapper] = _validate_with_the_ema(rank, tmp, wrapper)
     out['flexible'] = _flexible_runs(rank, tmp)
+    for wrapper in ('MMDistributedDataParallel', 'MMFullyShardedDataParallel'):
+        # gradient accumulation: the first backward of each pair keeps its gradients local
+        runner = _runner(os.path.join(tmp, 'accumulate', wrapper, str(rank)), [],
+                         cfg=dict(model_wrapper_cfg=dict(type=wrapper)), optim_wrapper=dict(
+                             optimizer=dict(type='SGD', lr=0.1), accumulative_counts=2))
+        runner.train()
+        out['accumulate', wrapper] = _gathered(runner.model.module.parameters())
     return out
 
 
@@ -293,6 +300,13 @@ def test_flexible_runner_with_fsdp_and_ddp_strategies(two_ranks):
         for run in ('fsdp', 'ddp'):
             assert all(torch.equal(a, b) for a, b in zip(flexible[run]['params'], ddp['params']))
             _assert_equal_states(flexible[run]['averages'], ddp['averages'][:1], run)
+
+
+def test_gradient_accumulation_syncs_once_a_group(two_ranks):
+    for rank in two_ranks:
+        ddp, fsdp = (rank['accumulate', w] for w in ('MMDistributedDataParallel',
+                                                     'MMFullyShardedDataParallel'))
+        assert all(torch.equal(a, b) for a, b in zip(ddp, fsdp))
 
 
 def test_mixed_precision_bf16_parameters_fp32_reduction(two_ranks):
