@@ -19,8 +19,9 @@ The Runner's other ideas each have their own file, mixed into the class here:
 ``default_scope`` is MMEngine's: it names the package whose child registries every build looks
 in first (``registry/default_scope.py``).
 
-Left out compared with MMEngine: strategies (FSDP/DeepSpeed), ``OptimWrapperDict`` (several
-optimizers), ``compile`` and activation checkpointing. Different: most attributes that MMEngine
+Left out compared with MMEngine: ``OptimWrapperDict`` (several optimizers) and ``compile``.
+FSDP is ``model_wrapper_cfg=dict(type='MMFullyShardedDataParallel')`` here, or
+``FlexibleRunner``'s strategies (``flexible_runner.py``). Different: most attributes that MMEngine
 exposes as read-only properties without computing anything (``work_dir``, ``seed``, ``rank``...)
 are plain attributes here; ``experiment_name`` and ``log_dir`` keep MMEngine's
 ``_experiment_name``/``_log_dir`` behind them, because code outside the Runner uses those.
@@ -344,10 +345,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         model = unwrap_model(self.model)
         if hasattr(model, 'init_weights'):
             model.init_weights()
-            if self.distributed:
-                from ..dist import broadcast
-                for tensor in model.state_dict().values():
-                    broadcast(tensor)
+            if self.distributed:  # rank 0's weights everywhere (a shard stays each rank's own)
+                from ..model.fully_sharded import broadcast_whole_tensors
+                broadcast_whole_tensors(model.state_dict().values())
 
     def _evaluate(self, mode: str) -> dict:
         loop = getattr(self, f'_{mode}_loop')
