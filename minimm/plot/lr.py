@@ -24,6 +24,7 @@ from typing import Dict, List, Optional
 import torch
 from torch.utils.data import DataLoader
 
+from ..cli_args import default_work_dir, positive_int
 from . import require_pyplot, save_figure
 
 
@@ -92,7 +93,7 @@ def mmengine_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List
     return values
 
 
-class _NoOpModel(torch.nn.Module):
+class NoOpModel(torch.nn.Module):
     """An MMCV-style model whose ``train_step`` does nothing: only the schedule runs."""
 
     def __init__(self):
@@ -110,7 +111,7 @@ def mmcv_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List[flo
                                                  max_epochs=cfg.get('total_epochs')))
     epoch_length = epoch_length or (_epoch_length(cfg) if runner_cfg['type'] != 'IterBasedRunner'
                                     else 1)
-    model = _NoOpModel()
+    model = NoOpModel()
     optimizer = build_optimizer(model, cfg['optimizer'])  # MMCV's: paramwise_cfg and all
     runner = build_runner(runner_cfg, default_args=dict(
         model=model, optimizer=optimizer, logger=logging.getLogger('minimm.plot.lr')))
@@ -158,7 +159,6 @@ def draw_schedule(values: Dict[str, List[float]], out: str, title: str = '') -> 
 def _default_out(cfg, config_path: str) -> str:
     """``<work_dir>/lr_schedule.png``: beside the run's other files, not in the current folder
     (which is often a source checkout)."""
-    from ..cli import default_work_dir
     work_dir = cfg.get('work_dir') or default_work_dir(config_path)
     os.makedirs(work_dir, exist_ok=True)
     return os.path.join(work_dir, 'lr_schedule.png')
@@ -169,8 +169,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('config', help='a .py config file')
     parser.add_argument('--out', help="the PNG to write (default: lr_schedule.png in the config's "
                                       'work_dir, as `minimm train` would use it)')
-    from ..cli import _positive_int  # demo --epochs's check
-    parser.add_argument('--epoch-length', type=_positive_int,
+    parser.add_argument('--epoch-length', type=positive_int,
                         help='iterations per epoch (default: counted from the train dataset)')
     args = parser.parse_args(argv)
     from ..config import Config
