@@ -63,6 +63,10 @@ class LoggerHook(Hook):
         'after_run': '-> file:{out_dir}/*',  # every rank uploads, as in MMEngine
     }
 
+    # Checked here, in MMEngine's words; the config check asks this constructor (values.py).
+    checked_in_init = ('interval', 'ignore_last', 'interval_exp_name', 'keep_local', 'out_dir',
+                       'out_suffix')
+
     def __init__(self, interval: int = 10, ignore_last: bool = True,
                  interval_exp_name: int = 1000, out_dir: Optional[Union[str, Path]] = None,
                  out_suffix: Union[str, Tuple[str, ...]] = ('.json', '.log', '.py', 'yaml'),

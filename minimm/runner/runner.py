@@ -124,7 +124,10 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
         _all_or_none('train_dataloader, train_cfg, optim_wrapper',
                      [train_dataloader, train_cfg, optim_wrapper])
-        check_options(locals())  # every option's value, before anything is built (checks.py)
+        # every option's value, before anything is built (checks.py)
+        check_options(param_scheduler, optim_wrapper, train_dataloader, val_dataloader,
+                      test_dataloader, default_hooks, custom_hooks, train_cfg, val_cfg, test_cfg,
+                      load_from, check_hooks)
         self.auto_scale_lr = auto_scale_lr
         _all_or_none('val_dataloader, val_cfg, val_evaluator',
                      [val_dataloader, val_cfg, val_evaluator])
