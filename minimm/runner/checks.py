@@ -12,11 +12,11 @@ from typing import Dict, List, Optional
 
 from torch.utils.data import DataLoader
 
+from ..dataflow import check_hook_order, check_hooks_mode
+from ..hooks import Hook
 from ..optim.scheduler import _ParamScheduler
 from ..registry import (DATA_SAMPLERS, DATASETS, HOOKS, LOOPS, OPTIM_WRAPPERS, OPTIMIZERS,
                         PARAM_SCHEDULERS)
-from ..dataflow import check_hook_order, check_hooks_mode
-from ..hooks import Hook
 from ..values import check_arguments, is_whole, problem, whole_number
 from .hook_dispatch import DEFAULT_HOOKS
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop
@@ -162,24 +162,44 @@ def _check_dataloader(loader, where: str) -> None:
 
 
 def check_config(cfg) -> None:
-    """``check_options`` on a whole config, for a command that reads one without building a
-    Runner (``minimm plot-lr``): the same values are refused, in the same words, as by train."""
-    check_options(**{key: cfg.get(key) for key in CHECKED_OPTIONS})
+    """The values ``check_options`` checks, of a whole config, for a command that reads one
+    without building a Runner (``minimm plot-lr``): refused in the same words as by train."""
+    _check_values(**{key: cfg.get(key) for key in CHECKED_OPTIONS})
 
 
-CHECKED_OPTIONS = ('param_scheduler', 'optim_wrapper', 'train_dataloader', 'val_dataloader',
-                   'test_dataloader', 'default_hooks', 'custom_hooks', 'train_cfg', 'val_cfg',
-                   'test_cfg', 'load_from')
+CHECKED_OPTIONS = ('train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg',
+                   'val_cfg', 'test_cfg', 'optim_wrapper', 'param_scheduler', 'default_hooks',
+                   'custom_hooks', 'load_from')
 
 
-def check_options(param_scheduler, optim_wrapper, train_dataloader, val_dataloader,
-                  test_dataloader, default_hooks, custom_hooks, train_cfg, val_cfg, test_cfg,
-                  load_from, check_hooks: Optional[str] = None) -> None:
-    """Check the values of a Runner's options (its constructor's arguments of these names)
-    before anything is built: every option of the built-in hooks, loops, schedulers, optimizer
-    wrapper, optimizer and dataloaders must be of its kind (``minimm/values.py``)."""
-    if check_hooks is not None:  # a Runner's; a config check (plot-lr) has none
-        check_hooks_mode(check_hooks)
+def _all_or_none(names: str, values: list) -> None:
+    if not (all(v is None for v in values) or all(v is not None for v in values)):
+        given = ', '.join(f'{n}={"set" if v is not None else None}'
+                          for n, v in zip(names.split(', '), values))
+        raise ValueError(f'{names} should be either all None or not None, but got {given}')
+
+
+def check_options(train_dataloader, val_dataloader, test_dataloader, train_cfg, val_cfg,
+                  test_cfg, optim_wrapper, param_scheduler, val_evaluator, test_evaluator,
+                  default_hooks, custom_hooks, load_from, check_hooks: str) -> None:
+    """Check a Runner's options (its constructor's arguments of these names, in its order)
+    before anything is built: each phase given whole or not at all, ``check_hooks``, and the
+    values (``_check_values``)."""
+    _all_or_none('train_dataloader, train_cfg, optim_wrapper',
+                 [train_dataloader, train_cfg, optim_wrapper])
+    _all_or_none('val_dataloader, val_cfg, val_evaluator', [val_dataloader, val_cfg, val_evaluator])
+    _all_or_none('test_dataloader, test_cfg, test_evaluator',
+                 [test_dataloader, test_cfg, test_evaluator])
+    check_hooks_mode(check_hooks)
+    _check_values(train_dataloader, val_dataloader, test_dataloader, train_cfg, val_cfg, test_cfg,
+                  optim_wrapper, param_scheduler, default_hooks, custom_hooks, load_from)
+
+
+def _check_values(train_dataloader, val_dataloader, test_dataloader, train_cfg, val_cfg,
+                  test_cfg, optim_wrapper, param_scheduler, default_hooks, custom_hooks,
+                  load_from) -> None:
+    """Every option of the built-in hooks, loops, schedulers, optimizer wrapper, optimizer and
+    dataloaders must be of its kind (``minimm/values.py``)."""
     check_scheduler_cfg(param_scheduler, optim_wrapper)
     for key, loader in (('train_dataloader', train_dataloader),
                         ('val_dataloader', val_dataloader), ('test_dataloader', test_dataloader)):
