@@ -91,9 +91,9 @@ def cmd_train(args) -> None:
 
 def cmd_test(args) -> None:
     from .dist import destroy_dist
+    from .mmcv.train import is_mmcv_config, test_from_cfg
     from .registry import RUNNERS
     from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
-    from .mmcv.train import is_mmcv_config, test_from_cfg
     cfg = load_config(args.config, args.work_dir, args.cfg_options)
     if is_mmcv_config(cfg):  # an MMCV 1.x config: its model, dataset and evaluate
         print(test_from_cfg(cfg, args.checkpoint))

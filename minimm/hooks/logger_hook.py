@@ -29,8 +29,8 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ..dist import is_main_process
 from ..console_details import DETAIL
+from ..dist import is_main_process
 from ..plain_data import to_plain_data
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook

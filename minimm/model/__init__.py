@@ -1,9 +1,9 @@
 """Models: BaseModel, the data preprocessor, the demo DigitsCNN (importing registers them)."""
-from .base_model import BaseDataPreprocessor, BaseModel
-from .data_preprocessor import ImgDataPreprocessor, stack_batch
-from .digits_cnn import DigitsCNN
 from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, MomentumAnnealingEMA,
                              PowerFunctionEMA, StochasticWeightAverage)
 from .averaging_group import AveragingGroup
+from .base_model import BaseDataPreprocessor, BaseModel
+from .data_preprocessor import ImgDataPreprocessor, stack_batch
+from .digits_cnn import DigitsCNN
 from .utils import convert_sync_batchnorm, revert_sync_batchnorm
 from .wrappers import MMDistributedDataParallel, is_model_wrapper

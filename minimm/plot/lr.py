@@ -41,6 +41,7 @@ def _epoch_length(cfg) -> int:
         raise ValueError('the config has no training dataset to count; pass --epoch-length')
     import minimm.dataset  # noqa: F401  (registers the datasets)
     import minimm.mmcv.digits  # noqa: F401  (and the MMCV-style ones)
+
     from ..registry import DATASETS
     size = len(DATASETS.build(dataset))
     return size // batch if drop_last else math.ceil(size / batch)
@@ -55,6 +56,7 @@ def _group_values(optimizer) -> Dict[str, float]:
 def mmengine_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List[float]]:
     """``{'lr': [...], 'momentum': [...]}``: one value per training iteration of the config."""
     import minimm.optim  # noqa: F401  (registers the optimizers and schedulers)
+
     from ..optim import build_optim_wrapper
     from ..optim.scheduler.builder import build_param_scheduler
     from ..runner.checks import check_config
