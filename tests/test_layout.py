@@ -144,3 +144,35 @@ def test_the_private_import_finder_sees_one(tmp_path):
     sample.write_text('from .cli import _load_config, help_text\n'
                       'from minimm.plot.lr import _NoOpModel\nfrom os.path import _joinrealpath\n')
     assert _private_imports(str(sample)) == ['.cli:_load_config', 'minimm.plot.lr:_NoOpModel']
+
+
+# The Runner is one class in several files; each piece sets what it owns. The Runner proper
+# (runner.py) owns the run's state; a mixin's own attributes are its business.
+RUNNER_PIECES = {'runner.py': 'Runner', 'builders.py': 'BuildMixin', 'resume.py': 'CheckpointMixin',
+                 'hook_dispatch.py': 'HookDispatchMixin'}
+# hook_dispatch.py makes the profiler as it makes the hook list (hooks_cli.py uses the mixin
+# alone); runner.py's failure guard reads it.
+READ_ACROSS = {'_hook_profiler'}
+
+
+def _set_and_read(path: str, cls_name: str):
+    """(attributes ``cls_name`` sets on ``self``, attributes it reads, its methods)."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    nodes = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == 'self']
+    set_ = {n.attr for n in nodes if isinstance(n.ctx, ast.Store)}
+    return set_, {n.attr for n in nodes if isinstance(n.ctx, ast.Load)}, methods
+
+
+def test_no_runner_piece_reads_state_another_mixin_sets():
+    pieces = {name: _set_and_read(osp.join(ROOT, 'runner', name), cls)
+              for name, cls in RUNNER_PIECES.items()}
+    assert 'timestamp' in pieces['runner.py'][0]  # the oracle: the parser sees what is set
+    for name, (own, read, methods) in pieces.items():
+        by_mixins = set().union(*(s - pieces['runner.py'][0] for other, (s, _, _) in
+                                  pieces.items() if other not in (name, 'runner.py')))
+        across = sorted((read - own - methods) & by_mixins - READ_ACROSS)
+        assert not across, f'runner/{name} reads {across}, set by another mixin'
