@@ -18,7 +18,6 @@ path; ``resume=True`` falls back to the newest readable checkpoint when the late
 read; ``load_from=dict(path=..., trusted=True)`` loads a file that needs arbitrary unpickling.
 """
 import contextlib
-import os
 import os.path as osp
 import pickle
 import time
@@ -33,8 +32,7 @@ from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
-from ..work_dir import (checkpoints_in, claim_for_training, hold_work_dir, make_work_dir,
-                        own_path)
+from ..work_dir import checkpoints_in, claim_for_training, own_path
 from .loops import EpochBasedTrainLoop
 from .world_size import world_size_change_message
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
@@ -66,22 +64,6 @@ class CheckpointMixin:
             yield
         finally:
             self._loading_for = before
-
-    def _claim_work_dir(self) -> None:
-        """Lock the work dir for this run (on rank 0, which writes the checkpoints; see
-        ``minimm/work_dir.py``) and name the log folder after the start time, with a suffix if
-        an earlier run in this work dir started in the same second (MMEngine shares it)."""
-        if self.rank == 0:  # the only writer, on a shared work dir too
-            make_work_dir(self.work_dir)
-            self._work_dir_lock = hold_work_dir(self, self.work_dir)
-        self.timestamp = stamp = self._shared_timestamp()
-        number = 1
-        while not self.distributed and osp.exists(osp.join(self.work_dir, self.timestamp)):
-            number += 1
-            self.timestamp = f'{stamp}_{number}'
-        self._log_dir = osp.join(self.work_dir, self.timestamp)
-        if self.rank == 0:
-            os.makedirs(self._log_dir, exist_ok=True)
 
     def load_or_resume(self) -> None:
         """Resume (``resume=True``) or load weights (``load_from``), once.
