@@ -282,7 +282,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     # ------------------------------------------------------------------ environment
     def setup_env(self, env_cfg: dict) -> None:
         """Start the process group for a launcher other than 'none'; ``env_cfg.cudnn_benchmark``.
-        (``env_cfg.mp_cfg`` is accepted and not applied: see "Left out" in tutorials/engineering.md.)"""
+        (``env_cfg.mp_cfg`` is accepted and not applied: see "Left out" in
+        tutorials/engineering.md.)"""
         if self.launcher not in ('none', 'pytorch', 'slurm', 'mpi'):
             raise ValueError(f'launcher={self.launcher!r}: must be none, pytorch, slurm or mpi')
         if env_cfg.get('cudnn_benchmark'):
