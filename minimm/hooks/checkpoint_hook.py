@@ -40,7 +40,8 @@ from typing import Dict, List, Optional, Sequence, Union
 
 from ..dist import is_main_process, master_only
 from ..registry import HOOKS
-from ..checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
+from ..checkpoint import save_checkpoint, write_last_checkpoint
+from ..sharded_checkpoint import is_sharded_checkpoint, read_checkpoint
 from ..work_dir import own_path
 from .agreement_check import AGREEMENT_CHECKS, check_agreement
 from .hook import Hook
@@ -62,10 +63,12 @@ def _key_list(keys, name: str, default: Optional[List[str]] = None) -> Optional[
 
 
 def _remove(path: str) -> bool:
+    """Delete the checkpoint at ``path``: a file, or a sharded checkpoint's folder (a folder of
+    another kind under that name is not ours, and is left alone)."""
     if osp.isfile(path):
         os.remove(path)
         return True
-    if osp.isdir(path):
+    if is_sharded_checkpoint(path) and not osp.islink(path):
         shutil.rmtree(path)
         return True
     return False
@@ -217,8 +220,9 @@ class CheckpointHook(Hook):
 
     @master_only
     def _publish_model(self, runner, ckpt_path: str) -> None:
-        """Re-save ``ckpt_path`` with only ``published_keys``, named after its content hash."""
-        checkpoint = load_checkpoint_file(ckpt_path)
+        """Re-save ``ckpt_path`` with only ``published_keys``, named after its content hash (a
+        sharded checkpoint is gathered into one file: the published file is whole)."""
+        checkpoint = read_checkpoint(ckpt_path)
         removed = [key for key in checkpoint if key not in self.published_keys]
         for key in removed:
             del checkpoint[key]
