@@ -1,0 +1,232 @@
+"""Sharded checkpoints (minimm/sharded_checkpoint.py) of a model sharded with FSDP2, on gloo.
+
+One 2-process run trains 4 epochs (global batch 8: 4 per rank) and copies its work dir after the
+epoch-2 checkpoint; the copies are resumed by 4 processes (2 per rank) and by 1 (8 at once), and
+must reach the uninterrupted run's weights. A step is the same computation on any number of
+processes when the global batch is (DefaultSampler gives iteration ``i`` the samples
+``perm[8i:8i+8]`` for any world size; each rank's loss is its batch's mean and FSDP averages the
+gradients over the ranks), except for the order of the floating-point sums: the resumed weights
+agree to ``BOUND``, a few float32 roundings per step carried through 4 Adam steps (measured:
+about 1e-7). The same world size resumes bit for bit (the SIGKILL test).
+"""
+import os
+import os.path as osp
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from dist_utils import run_distributed
+from minimm.dist import free_port
+
+TESTS = osp.dirname(osp.abspath(__file__))
+ROOT = osp.dirname(TESTS)
+BOUND = 1e-5
+
+CONFIG = textwrap.dedent("""
+    custom_imports = dict(imports=['sharded_toy'])
+    model = dict(type='ShardedToyModel')
+    model_wrapper_cfg = dict(type='FullyShardTestWrapper')
+    train_dataloader = dict(batch_size=4, sampler=dict(type='DefaultSampler', shuffle=True),
+                            collate_fn=dict(type='default_collate'),
+                            dataset=dict(type='ShardedToyDataset', n=16))
+    val_dataloader = dict(batch_size=4, sampler=dict(type='DefaultSampler', shuffle=False),
+                          collate_fn=dict(type='default_collate'),
+                          dataset=dict(type='ShardedToyDataset', n=24, seed=1))
+    test_dataloader = val_dataloader
+    val_evaluator = dict(type='ShardedToyMetric')
+    test_evaluator = val_evaluator
+    val_cfg = dict()
+    test_cfg = dict()
+    train_cfg = dict(by_epoch=True, max_epochs=4, val_interval=1)
+    optim_wrapper = dict(optimizer=dict(type='Adam', lr=0.05))
+    param_scheduler = [dict(type='LinearLR', start_factor=0.5, by_epoch=False, end=4)]
+    default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2,
+                                         save_best='toy/acc', published_keys=['meta', 'state_dict']))
+    randomness = dict(seed=0)
+""")
+
+
+def _config_file(tmp) -> str:
+    path = osp.join(tmp, 'sharded_toy_cfg.py')
+    if not osp.exists(path):
+        with open(path, 'w') as f:
+            f.write(CONFIG)
+    return path
+
+
+def _config(tmp, work_dir, batch_size, launcher):
+    from minimm.config import Config
+    cfg = Config.fromfile(_config_file(tmp))
+    cfg.work_dir, cfg.launcher = str(work_dir), launcher
+    cfg.train_dataloader.batch_size = batch_size
+    return cfg
+
+
+def _whole(runner) -> dict:
+    """The model's weights, each shard gathered (every rank takes part)."""
+    from minimm.checkpoint import unwrap_model
+    return {k: v.full_tensor() if hasattr(v, 'full_tensor') else v
+            for k, v in unwrap_model(runner.model).state_dict().items()}
+
+
+def _train(rank, tmp, name, batch_size, resume, max_epochs=4, copy_to=()):
+    """Train (``resume``: go on with) the work dir ``tmp/name``; record the gathered weights
+    after each epoch; after epoch 2, rank 0 copies the work dir to each of ``copy_to``."""
+    import sharded_toy  # noqa: F401  (registers the toy model and the wrapper)
+    from minimm.dist import barrier
+    from minimm.hooks import Hook
+    from minimm.runner import Runner
+    seen = {}
+
+    class Record(Hook):
+        priority = 'LOWEST'
+
+        def after_train_epoch(self, runner):
+            seen[runner.epoch + 1] = _whole(runner)
+            if runner.epoch + 1 == 2 and rank == 0:
+                for dest in copy_to:
+                    shutil.copytree(runner.work_dir, osp.join(tmp, dest))
+            barrier()
+    cfg = _config(tmp, osp.join(tmp, name), batch_size, 'pytorch')
+    cfg.resume, cfg.train_cfg.max_epochs = resume, max_epochs
+    runner = Runner.from_cfg(cfg)
+    runner.register_hook(Record())
+    runner.train()
+    acc = runner.message_hub.get_scalar('val/toy/acc').current()
+    return dict(weights=seen, acc=acc, iter=runner.iter, log=runner.logger.log_file)
+
+
+def _first_spawn(rank, tmp):
+    """The uninterrupted run, then the killed run resumed (``resume=True``, what ``--resume``
+    sets), on the same 2 processes."""
+    straight = _train(rank, tmp, 'straight', 4, False, copy_to=['to4', 'to1', 'at2'])
+    return dict(straight=straight, killed=_train(rank, tmp, 'killed', 4, True))
+
+
+def _one_process(tmp, name):
+    """Resume the work dir ``tmp/name`` in this process (not distributed: the model is not
+    sharded, so the checkpoint is read whole), with one thread, as each rank."""
+    from minimm.runner import Runner
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = _config(tmp, osp.join(tmp, name), 8, 'none')
+        cfg.resume = True
+        runner = Runner.from_cfg(cfg)
+        runner.train()
+        return dict(weights={4: _whole(runner)}, iter=runner.iter, log=runner.logger.log_file)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _process_tree(pid: int) -> list:
+    """``pid`` and all its descendants (torchrun starts each worker in a session of its own, so
+    killing torchrun's process group would leave the workers running)."""
+    children = {}
+    for entry in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{entry}/stat') as f:
+                parent = int(f.read().rsplit(')', 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo += children.get(tree[-1], [])
+    return tree
+
+
+def _kill_while_saving(tmp, name, checkpoint):
+    """``minimm train`` under torchrun, 2 processes, SIGKILLed (all of them, as in a crash of the
+    machine) once ``checkpoint`` is complete in its hidden folder but not yet renamed."""
+    command = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+               '--master_addr', '127.0.0.1', '--master_port', str(free_port()), '-m',
+               'minimm.cli', 'train', _config_file(tmp), '--launcher', 'pytorch',
+               '--work-dir', osp.join(tmp, name)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]), OMP_NUM_THREADS='1',
+               SHARDED_TEST_HOLD_SAVE=checkpoint)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    output = []
+    try:
+        for line in proc.stdout:
+            output.append(line)
+            if line.strip() == 'WRITING':
+                break
+    finally:
+        for pid in _process_tree(proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=60)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL, ''.join(output[-30:])
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp('sharded'))
+    _kill_while_saving(tmp, 'killed', 'epoch_3.pth')
+    killed = osp.join(tmp, 'killed')
+    after_kill = dict(files=sorted(os.listdir(killed)),
+                      last=open(osp.join(killed, 'last_checkpoint')).read())
+    first = run_distributed(_first_spawn, tmp, tmp)
+    # 2 -> 4 -> 1: epoch 3 on 4 processes (2 samples each), then epoch 4 on 1 (8 at once).
+    to4 = run_distributed(_train, tmp, tmp, 'to4', 2, True, 3, world_size=4)
+    shutil.copytree(osp.join(tmp, 'to4'), osp.join(tmp, 'to4to1'))
+    return dict(tmp=tmp, straight=[r['straight'] for r in first], after_kill=after_kill,
+                killed=first[0]['killed'], to4=to4, to1=_one_process(tmp, 'to1'),
+                to4to1=_one_process(tmp, 'to4to1'))
+
+
+def _max_diff(a: dict, b: dict) -> float:
+    assert list(a) == list(b)
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def _world_size_lines(log_file):
+    with open(log_file) as f:
+        return [line for line in f if 'World size changed' in line]
+
+
+def test_resume_on_4_then_1_and_on_1_process_reaches_the_uninterrupted_state(runs):
+    straight = runs['straight'][0]
+    for ranks in (runs['straight'], runs['to4']):  # every rank gathers the same weights
+        assert all(_max_diff(r['weights'][3], ranks[0]['weights'][3]) == 0 for r in ranks)
+    assert straight['iter'] == 8 and runs['to4'][0]['iter'] == 6  # 2 iterations per epoch
+    steps = [(runs['to4'][0], 3, 'by 2 process(es), this run has 4'),
+             (runs['to4to1'], 4, 'by 4 process(es), this run has 1'),
+             (runs['to1'], 4, 'by 2 process(es), this run has 1')]
+    for resumed, epoch, words in steps:
+        diff = _max_diff(resumed['weights'][epoch], straight['weights'][epoch])
+        print(f'written {words}: max |diff| at epoch {epoch}: {diff:.2e}')
+        assert diff <= BOUND
+        (line, ) = _world_size_lines(resumed['log'])
+        assert words in line
+    # The bound is not loose: the weights moved by far more than it in one epoch.
+    assert _max_diff(straight['weights'][3], straight['weights'][4]) > 1000 * BOUND
+
+
+def test_sigkill_during_a_sharded_save_then_resume_loses_nothing(runs):
+    """Killed once epoch_3.pth was complete in its hidden folder, before the rename: the
+    previous checkpoint stays the latest, whole; resumed, the run ends bit-equal to the
+    uninterrupted one (same world size, same sums)."""
+    from minimm.sharded_checkpoint import read_checkpoint
+    after = runs['after_kill']
+    assert after['last'].endswith('/killed/epoch_2.pth')
+    assert 'epoch_3.pth' not in after['files'] and '.epoch_3.pth.sharded.tmp' in after['files']
+    killed = osp.join(runs['tmp'], 'killed')
+    left = os.listdir(killed)
+    assert {'epoch_3.pth', 'epoch_4.pth'} <= set(left) and not [f for f in left if 'tmp' in f]
+    final = read_checkpoint(osp.join(killed, 'epoch_4.pth'), keys=['state_dict'])['state_dict']
+    straight = runs['straight'][0]['weights'][4]
+    assert list(final) == list(straight)
+    assert all(torch.equal(final[k], straight[k]) for k in straight)
+    assert all(torch.equal(runs['killed']['weights'][4][k], straight[k]) for k in straight)
