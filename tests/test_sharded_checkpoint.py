@@ -23,6 +23,8 @@ import torch
 from dist_utils import run_distributed
 from minimm.dist import free_port
 
+pytestmark = pytest.mark.ops_backend  # PostHocEMAHook's averaging (see tests/backend_words.py)
+
 TESTS = osp.dirname(osp.abspath(__file__))
 ROOT = osp.dirname(TESTS)
 BOUND = 1e-5
@@ -97,13 +99,43 @@ def _train(rank, tmp, name, batch_size, resume, max_epochs=4, copy_to=()):
     runner = Runner.from_cfg(cfg)
     runner.register_hook(Record())
     runner.train()
-    acc = runner.message_hub.get_scalar('val/toy/acc').current()
+    acc = float(runner.message_hub.get_scalar('val/toy/acc').current())
     return dict(weights=seen, acc=acc, iter=runner.iter, log=runner.logger.log_file)
+
+
+def _posthoc_snapshots(work_dir, shard=None):
+    """PostHocEMAHook's EMAs of a model whose parameters change 6 times, snapshots every 2
+    steps; ``shard``: the parameters are DTensors (each rank's snapshots are its shards)."""
+    from types import SimpleNamespace
+
+    from minimm.hooks import PostHocEMAHook
+    from minimm.logging import MMLogger
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3))
+    for module in model if shard else ():
+        for name, p in list(module.named_parameters(recurse=False)):
+            module.register_parameter(name, torch.nn.Parameter(shard(p.detach())))
+    hook = PostHocEMAHook(sigma_rels=(0.05, 0.2), snapshot_interval=2)
+    hook.before_run(SimpleNamespace(model=model, work_dir=work_dir,
+                                    logger=MMLogger.get_instance('posthoc_shards')))
+    for step in range(1, 7):
+        torch.manual_seed(100 + step)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(shard(torch.randn(p.shape)) if shard else torch.randn(p.shape))
+        hook._group.update_parameters(model)
+        if step % 2 == 0:
+            hook.save_snapshots(step)
 
 
 def _first_spawn(rank, tmp):
     """The uninterrupted run, then the killed run resumed (``resume=True``, what ``--resume``
-    sets), on the same 2 processes."""
+    sets), on the same 2 processes; and PostHocEMAHook's snapshots of a sharded model."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    mesh = init_device_mesh('cpu', (2, ))
+    _posthoc_snapshots(osp.join(tmp, 'posthoc_sharded'),
+                       lambda t: distribute_tensor(t, mesh, [Shard(0)]))
     straight = _train(rank, tmp, 'straight', 4, False, copy_to=['to4', 'to1', 'at2'])
     return dict(straight=straight, killed=_train(rank, tmp, 'killed', 4, True))
 
@@ -230,3 +262,67 @@ def test_sigkill_during_a_sharded_save_then_resume_loses_nothing(runs):
     assert list(final) == list(straight)
     assert all(torch.equal(final[k], straight[k]) for k in straight)
     assert all(torch.equal(runs['killed']['weights'][4][k], straight[k]) for k in straight)
+
+
+def _straight_file(tmp, pattern):
+    import glob
+    (path, ) = glob.glob(osp.join(tmp, 'straight', pattern))
+    return path
+
+
+def test_minimm_test_reads_a_sharded_checkpoint_in_one_process(runs, capsys):
+    from minimm.cli import main
+    sharded = _straight_file(runs['tmp'], 'epoch_4.pth')
+    assert osp.isdir(sharded)
+    main(['test', _config_file(runs['tmp']), '--checkpoint', sharded, '--work-dir',
+          osp.join(runs['tmp'], 'tested')])
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    assert printed == str({'toy/acc': runs['straight'][0]['acc']})
+
+
+def test_the_consolidated_file_gives_the_sharded_run_s_validation_accuracy(runs):
+    """CheckpointHook(published_keys=...) publishes a sharded checkpoint as one whole file, read
+    here with torch.load(weights_only=True) and validated in one process."""
+    import sharded_toy
+    from toy import ToyDataset
+    whole = torch.load(_straight_file(runs['tmp'], 'epoch_4-*.pth'), weights_only=True)
+    assert sorted(whole) == ['meta', 'state_dict'] and whole['meta']['world_size'] == 2
+    straight = runs['straight'][0]
+    assert all(torch.equal(whole['state_dict'][k], v) for k, v in straight['weights'][4].items())
+    model = sharded_toy.ShardedToyModel()
+    model.load_state_dict(whole['state_dict'])
+    val = ToyDataset(24, seed=1)
+    with torch.no_grad():
+        correct = (model(val.x).argmax(1) == val.y).sum().item()
+    assert 100.0 * correct / len(val) == straight['acc']
+
+
+def test_max_keep_ckpts_deletes_old_sharded_checkpoints_and_nothing_else(runs, tmp_path):
+    from minimm.hooks.checkpoint_hook import _remove
+    names = sorted(os.listdir(osp.join(runs['tmp'], 'straight')))
+    assert [n for n in names if n.startswith('epoch_') and '-' not in n] == [
+        'epoch_3.pth', 'epoch_4.pth']  # max_keep_ckpts=2: epoch_1 and epoch_2 deleted
+    # A folder of that name that is not a sharded checkpoint is not ours to delete.
+    (tmp_path / 'epoch_1.pth').mkdir()
+    (tmp_path / 'epoch_1.pth' / 'notes.txt').write_text('mine')
+    assert not _remove(str(tmp_path / 'epoch_1.pth'))
+    assert (tmp_path / 'epoch_1.pth' / 'notes.txt').exists()
+    ours = osp.join(runs['tmp'], 'at2', 'epoch_2.pth')
+    assert _remove(ours) and not osp.exists(ours)
+
+
+def test_posthoc_ema_on_sharded_snapshots_equals_the_whole_tensor_run(runs, tmp_path):
+    from minimm.posthoc_cli import main as posthoc_main
+    sharded = osp.join(runs['tmp'], 'posthoc_sharded')
+    _posthoc_snapshots(str(tmp_path / 'whole'))
+    snapshots = sorted(os.listdir(osp.join(sharded, 'posthoc_ema')))
+    assert snapshots == sorted(os.listdir(tmp_path / 'whole' / 'posthoc_ema'))
+    assert len(snapshots) == 6 and all(osp.isdir(osp.join(sharded, 'posthoc_ema', name))
+                                       for name in snapshots)
+    for work_dir, out in ((sharded, tmp_path / 'from_shards.pth'),
+                          (str(tmp_path / 'whole'), tmp_path / 'from_files.pth')):
+        posthoc_main([work_dir, '--sigma-rel', '0.1', '--out', str(out)])
+    from_shards = torch.load(tmp_path / 'from_shards.pth', weights_only=True)['state_dict']
+    from_files = torch.load(tmp_path / 'from_files.pth', weights_only=True)['state_dict']
+    assert list(from_shards) == list(from_files)
+    assert all(torch.equal(from_shards[k], from_files[k]) for k in from_files)
