@@ -1,4 +1,5 @@
-"""Models: BaseModel, the data preprocessor, the demo DigitsCNN (importing registers them)."""
+"""Models: BaseModel, the data preprocessor, the demo DigitsCNN, the averaged models and the
+distributed wrappers (importing registers them)."""
 from .base_model import BaseDataPreprocessor, BaseModel
 from .data_preprocessor import ImgDataPreprocessor, stack_batch
 from .digits_cnn import DigitsCNN
@@ -7,3 +8,4 @@ from .averaged_model import (BaseAveragedModel, ExponentialMovingAverage, Moment
 from .averaging_group import AveragingGroup
 from .utils import convert_sync_batchnorm, revert_sync_batchnorm
 from .wrappers import MMDistributedDataParallel, is_model_wrapper
+from .fully_sharded import MMFullyShardedDataParallel

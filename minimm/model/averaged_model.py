@@ -39,10 +39,11 @@ Differences from MMEngine, on purpose:
   moving (minimm/ops/ema_stall.py, which also warns when that happens). The kernels average a
   bf16 source into an fp32 copy in one pass; ``EMAHook`` casts back for validation and checkpoints.
 
-* A model whose parameters are DTensors (sharded over processes) is averaged shard by shard:
-  the deep copy keeps their placements, so each rank's averaged copy holds its own shards only,
-  and the plan updates the local shards (no gather, no host read). A module wrapped by FSDP2's
-  ``fully_shard`` refuses a deep copy, so it cannot be averaged this way yet.
+* A model whose parameters are DTensors (sharded over processes, e.g. by FSDP2's
+  ``fully_shard``) is averaged shard by shard: the copy keeps their placements, so each rank's
+  averaged copy holds its own shards only, and the plan updates the local shards (no gather, no
+  host read). A ``fully_shard``-ed model refuses a deep copy: its copy is made module by module
+  without FSDP's classes and hooks (minimm/model/averaged_copy.py).
 
 Added: :class:`PowerFunctionEMA`, EDM2's power-function EMA (the rule that post-hoc EMA,
 minimm/model/posthoc_ema.py, builds on); MMEngine has no such class.
@@ -55,7 +56,6 @@ import math
 import numbers
 import sys
 import warnings
-from copy import deepcopy
 from typing import Dict, Optional
 
 import numpy as np
@@ -65,6 +65,7 @@ from torch import Tensor, nn
 from minimm.ops import (DEFAULT_MOMENTUM, AveragingRecord, EMATarget, FusedAveraging,
                         averaging_weight, ema_update_ref, first_names)
 from minimm.registry import MODELS
+from .averaged_copy import averaged_copy
 from .host_count import HostCount
 
 EMA_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
@@ -76,7 +77,7 @@ class BaseAveragedModel(nn.Module):
     """The shared bookkeeping of the averaged models; subclasses define :meth:`avg_func`.
 
     Args:
-        model: the model to average; deep-copied into ``self.module``.
+        model: the model to average; copied into ``self.module`` (:func:`averaged_copy`).
         interval: average on every ``interval``-th call of :meth:`update_parameters`.
         device: where the averaged copy lives (default: where ``model`` is).
         update_buffers: average the buffers too (else they are mirrored on every call).
@@ -89,7 +90,7 @@ class BaseAveragedModel(nn.Module):
         super().__init__()
         if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
             raise ValueError(f'interval must be a positive int, got {interval!r}')
-        self.module = deepcopy(model).requires_grad_(False)
+        self.module = averaged_copy(model).requires_grad_(False)
         self.interval = interval
         self.ema_dtype = _parse_ema_dtype(ema_dtype)
         if device is not None:

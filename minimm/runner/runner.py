@@ -344,10 +344,9 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         model = unwrap_model(self.model)
         if hasattr(model, 'init_weights'):
             model.init_weights()
-            if self.distributed:
-                from ..dist import broadcast
-                for tensor in model.state_dict().values():
-                    broadcast(tensor)
+            if self.distributed:  # rank 0's weights everywhere (a shard stays each rank's own)
+                from ..model.fully_sharded import broadcast_whole_tensors
+                broadcast_whole_tensors(model.state_dict().values())
 
     def _evaluate(self, mode: str) -> dict:
         loop = getattr(self, f'_{mode}_loop')
