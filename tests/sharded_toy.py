@@ -4,9 +4,6 @@
 * ``ShardedToyModel``: two linear layers, no BatchNorm, so that a step is the same computation on
   any number of processes when the global batch is (each rank's loss is its batch's mean, and the
   gradients are averaged over the ranks).
-* ``FullyShardTestWrapper``: shards the model with FSDP2's ``fully_shard`` (each linear layer,
-  then the whole), the way ``MMFullyShardedDataParallel`` does, so the checkpoint tests need no
-  more than torch.
 * ``SHARDED_TEST_HOLD_SAVE=epoch_N.pth``: when that sharded checkpoint is complete in its hidden
   folder but not yet renamed into place, rank 0 prints ``WRITING`` and sleeps, for the test to
   SIGKILL it there.
@@ -21,7 +18,7 @@ from toy import ToyDataset, ToyMetric
 
 from minimm import sharded_checkpoint
 from minimm.model import BaseModel
-from minimm.registry import DATASETS, METRICS, MODEL_WRAPPERS, MODELS
+from minimm.registry import DATASETS, METRICS, MODELS
 
 DATASETS.register_module(name='ShardedToyDataset', module=ToyDataset, force=True)
 METRICS.register_module(name='ShardedToyMetric', module=ToyMetric, force=True)
@@ -33,12 +30,6 @@ class ShardedToyModel(BaseModel):
         super().__init__()
         self.layers = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 
-    @property
-    def init_weights(self):
-        # Hidden (hasattr is False): after init_weights the Runner broadcasts rank 0's weights,
-        # which fails on shards; the seed already gives every rank the same weights.
-        raise AttributeError('init_weights')
-
     def forward(self, inputs, data_samples=None, mode='tensor'):
         logits = self.layers(inputs)
         if mode == 'loss':
@@ -46,27 +37,6 @@ class ShardedToyModel(BaseModel):
         if mode == 'predict':
             return [dict(pred_label=p, gt_label=t) for p, t in zip(logits.argmax(1), data_samples)]
         return logits
-
-
-@MODEL_WRAPPERS.register_module(force=True)
-class FullyShardTestWrapper(nn.Module):
-    def __init__(self, module):
-        super().__init__()
-        from torch.distributed.fsdp import fully_shard
-        for layer in module.layers:
-            if isinstance(layer, nn.Linear):
-                fully_shard(layer)
-        fully_shard(module)
-        self.module = module
-
-    def train_step(self, data, optim_wrapper):
-        return self.module.train_step(data, optim_wrapper)
-
-    def val_step(self, data):
-        return self.module.val_step(data)
-
-    def test_step(self, data):
-        return self.module.test_step(data)
 
 
 _hold_at = os.environ.get('SHARDED_TEST_HOLD_SAVE')

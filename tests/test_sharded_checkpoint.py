@@ -9,6 +9,7 @@ gradients over the ranks), except for the order of the floating-point sums: the 
 agree to ``BOUND``, a few float32 roundings per step carried through 4 Adam steps (measured:
 about 1e-7). The same world size resumes bit for bit (the SIGKILL test).
 """
+import glob
 import os
 import os.path as osp
 import shutil
@@ -32,7 +33,7 @@ BOUND = 1e-5
 CONFIG = textwrap.dedent("""
     custom_imports = dict(imports=['sharded_toy'])
     model = dict(type='ShardedToyModel')
-    model_wrapper_cfg = dict(type='FullyShardTestWrapper')
+    model_wrapper_cfg = dict(type='MMFullyShardedDataParallel')
     train_dataloader = dict(batch_size=4, sampler=dict(type='DefaultSampler', shuffle=True),
                             collate_fn=dict(type='default_collate'),
                             dataset=dict(type='ShardedToyDataset', n=16))
@@ -49,6 +50,8 @@ CONFIG = textwrap.dedent("""
     param_scheduler = [dict(type='LinearLR', start_factor=0.5, by_epoch=False, end=4)]
     default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2,
                                          save_best='toy/acc', published_keys=['meta', 'state_dict']))
+    custom_hooks = [dict(type='EMAHook', momentum=0.2), dict(type='EMAOnlyCheckpointHook'),
+                    dict(type='PostHocEMAHook', sigma_rels=(0.05, 0.2), snapshot_interval=4)]
     randomness = dict(seed=0)
 """)
 
@@ -69,27 +72,18 @@ def _config(tmp, work_dir, batch_size, launcher):
     return cfg
 
 
-def _whole(runner) -> dict:
-    """The model's weights, each shard gathered (every rank takes part)."""
-    from minimm.checkpoint import unwrap_model
-    return {k: v.full_tensor() if hasattr(v, 'full_tensor') else v
-            for k, v in unwrap_model(runner.model).state_dict().items()}
-
-
 def _train(rank, tmp, name, batch_size, resume, max_epochs=4, copy_to=()):
-    """Train (``resume``: go on with) the work dir ``tmp/name``; record the gathered weights
-    after each epoch; after epoch 2, rank 0 copies the work dir to each of ``copy_to``."""
-    import sharded_toy  # noqa: F401  (registers the toy model and the wrapper)
+    """Train (``resume``: go on with) the work dir ``tmp/name``; after epoch 2, rank 0 copies
+    the work dir to each of ``copy_to``."""
+    import sharded_toy  # noqa: F401  (registers the toy model)
     from minimm.dist import barrier
     from minimm.hooks import Hook
     from minimm.runner import Runner
-    seen = {}
 
-    class Record(Hook):
-        priority = 'LOWEST'
+    class CopyWorkDir(Hook):
+        priority = 'LOWEST'  # after CheckpointHook's save
 
         def after_train_epoch(self, runner):
-            seen[runner.epoch + 1] = _whole(runner)
             if runner.epoch + 1 == 2 and rank == 0:
                 for dest in copy_to:
                     shutil.copytree(runner.work_dir, osp.join(tmp, dest))
@@ -97,10 +91,10 @@ def _train(rank, tmp, name, batch_size, resume, max_epochs=4, copy_to=()):
     cfg = _config(tmp, osp.join(tmp, name), batch_size, 'pytorch')
     cfg.resume, cfg.train_cfg.max_epochs = resume, max_epochs
     runner = Runner.from_cfg(cfg)
-    runner.register_hook(Record())
+    runner.register_hook(CopyWorkDir())
     runner.train()
     acc = float(runner.message_hub.get_scalar('val/toy/acc').current())
-    return dict(weights=seen, acc=acc, iter=runner.iter, log=runner.logger.log_file)
+    return dict(acc=acc, iter=runner.iter, log=runner.logger.log_file)
 
 
 def _posthoc_snapshots(work_dir, shard=None):
@@ -151,7 +145,7 @@ def _one_process(tmp, name):
         cfg.resume = True
         runner = Runner.from_cfg(cfg)
         runner.train()
-        return dict(weights={4: _whole(runner)}, iter=runner.iter, log=runner.logger.log_file)
+        return dict(iter=runner.iter, log=runner.logger.log_file)
     finally:
         torch.set_num_threads(threads)
 
@@ -218,9 +212,30 @@ def runs(tmp_path_factory):
                 to4to1=_one_process(tmp, 'to4to1'))
 
 
+def _tensors(path) -> dict:
+    """Every tensor of the run's state in the checkpoint at ``path`` (a sharded folder, read
+    whole, or a file), by its place in it: the model's (EMA) weights, EMAHook's and
+    PostHocEMAHook's states, the optimizer's."""
+    from minimm.sharded_checkpoint import read_checkpoint
+    found = {}
+
+    def walk(value, key):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f'{key}/{k}')
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f'{key}/{i}')
+        elif isinstance(value, torch.Tensor):
+            found[key] = value
+    parts = ('state_dict', 'ema_state_dict', 'posthoc_ema', 'optimizer')
+    walk(read_checkpoint(str(path), keys=parts), '')
+    return found
+
+
 def _max_diff(a: dict, b: dict) -> float:
     assert list(a) == list(b)
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
 
 
 def _world_size_lines(log_file):
@@ -229,43 +244,42 @@ def _world_size_lines(log_file):
 
 
 def test_resume_on_4_then_1_and_on_1_process_reaches_the_uninterrupted_state(runs):
-    straight = runs['straight'][0]
-    for ranks in (runs['straight'], runs['to4']):  # every rank gathers the same weights
-        assert all(_max_diff(r['weights'][3], ranks[0]['weights'][3]) == 0 for r in ranks)
-    assert straight['iter'] == 8 and runs['to4'][0]['iter'] == 6  # 2 iterations per epoch
-    steps = [(runs['to4'][0], 3, 'by 2 process(es), this run has 4'),
-             (runs['to4to1'], 4, 'by 4 process(es), this run has 1'),
-             (runs['to1'], 4, 'by 2 process(es), this run has 1')]
-    for resumed, epoch, words in steps:
-        diff = _max_diff(resumed['weights'][epoch], straight['weights'][epoch])
+    tmp = runs['tmp']
+    straight = {epoch: _tensors(osp.join(tmp, 'straight', f'epoch_{epoch}.pth'))
+                for epoch in (3, 4)}
+    # the weights, EMAHook's (4 and a counter), PostHocEMAHook's (2 x 5), Adam's (4 x 3)
+    assert len(straight[4]) == 4 + 5 + 2 * 5 + 4 * 3
+    assert runs['straight'][0]['iter'] == 8 and runs['to4'][0]['iter'] == 6  # 2 per epoch
+    steps = [('to4', 3, 'by 2 process(es), this run has 4', runs['to4'][0]),
+             ('to4to1', 4, 'by 4 process(es), this run has 1', runs['to4to1']),
+             ('to1', 4, 'by 2 process(es), this run has 1', runs['to1'])]
+    for name, epoch, words, resumed in steps:
+        diff = _max_diff(_tensors(osp.join(tmp, name, f'epoch_{epoch}.pth')), straight[epoch])
         print(f'written {words}: max |diff| at epoch {epoch}: {diff:.2e}')
         assert diff <= BOUND
         (line, ) = _world_size_lines(resumed['log'])
         assert words in line
-    # The bound is not loose: the weights moved by far more than it in one epoch.
-    assert _max_diff(straight['weights'][3], straight['weights'][4]) > 1000 * BOUND
+    # The bound is not loose: the state moved by far more than it in one epoch.
+    assert _max_diff(straight[3], straight[4]) > 1000 * BOUND
 
 
 def test_sigkill_during_a_sharded_save_then_resume_loses_nothing(runs):
     """Killed once epoch_3.pth was complete in its hidden folder, before the rename: the
     previous checkpoint stays the latest, whole; resumed, the run ends bit-equal to the
     uninterrupted one (same world size, same sums)."""
-    from minimm.sharded_checkpoint import read_checkpoint
     after = runs['after_kill']
     assert after['last'].endswith('/killed/epoch_2.pth')
     assert 'epoch_3.pth' not in after['files'] and '.epoch_3.pth.sharded.tmp' in after['files']
     killed = osp.join(runs['tmp'], 'killed')
     left = os.listdir(killed)
     assert {'epoch_3.pth', 'epoch_4.pth'} <= set(left) and not [f for f in left if 'tmp' in f]
-    final = read_checkpoint(osp.join(killed, 'epoch_4.pth'), keys=['state_dict'])['state_dict']
-    straight = runs['straight'][0]['weights'][4]
-    assert list(final) == list(straight)
-    assert all(torch.equal(final[k], straight[k]) for k in straight)
-    assert all(torch.equal(runs['killed']['weights'][4][k], straight[k]) for k in straight)
+    resumed = _tensors(osp.join(killed, 'epoch_4.pth'))
+    straight = _tensors(osp.join(runs['tmp'], 'straight', 'epoch_4.pth'))
+    assert list(resumed) == list(straight)
+    assert all(torch.equal(resumed[k], straight[k]) for k in straight)
 
 
 def _straight_file(tmp, pattern):
-    import glob
     (path, ) = glob.glob(osp.join(tmp, 'straight', pattern))
     return path
 
@@ -280,28 +294,33 @@ def test_minimm_test_reads_a_sharded_checkpoint_in_one_process(runs, capsys):
     assert printed == str({'toy/acc': runs['straight'][0]['acc']})
 
 
-def test_the_consolidated_file_gives_the_sharded_run_s_validation_accuracy(runs):
-    """CheckpointHook(published_keys=...) publishes a sharded checkpoint as one whole file, read
-    here with torch.load(weights_only=True) and validated in one process."""
+def test_the_consolidated_files_give_the_sharded_run_s_validation_accuracy(runs):
+    """A sharded checkpoint made one whole file on rank 0: published (CheckpointHook's
+    published_keys) and EMA-only (EMAOnlyCheckpointHook), each read here with
+    torch.load(weights_only=True) and validated in one process. EMAHook swaps the EMA weights in
+    for validation and into state_dict, so both hold what the run validated."""
     import sharded_toy
     from toy import ToyDataset
-    whole = torch.load(_straight_file(runs['tmp'], 'epoch_4-*.pth'), weights_only=True)
-    assert sorted(whole) == ['meta', 'state_dict'] and whole['meta']['world_size'] == 2
-    straight = runs['straight'][0]
-    assert all(torch.equal(whole['state_dict'][k], v) for k, v in straight['weights'][4].items())
-    model = sharded_toy.ShardedToyModel()
-    model.load_state_dict(whole['state_dict'])
+    sharded = _tensors(_straight_file(runs['tmp'], 'epoch_4.pth'))
     val = ToyDataset(24, seed=1)
-    with torch.no_grad():
-        correct = (model(val.x).argmax(1) == val.y).sum().item()
-    assert 100.0 * correct / len(val) == straight['acc']
+    for pattern in ('epoch_4-*.pth', 'epoch_4_ema.pth'):
+        whole = torch.load(_straight_file(runs['tmp'], pattern), weights_only=True)
+        assert sorted(whole) == ['meta', 'state_dict'] and whole['meta']['world_size'] == 2
+        assert all(torch.equal(v, sharded[f'/state_dict/{k}'])
+                   for k, v in whole['state_dict'].items())
+        model = sharded_toy.ShardedToyModel()
+        model.load_state_dict(whole['state_dict'])
+        with torch.no_grad():
+            correct = (model(val.x).argmax(1) == val.y).sum().item()
+        assert 100.0 * correct / len(val) == runs['straight'][0]['acc']
 
 
 def test_max_keep_ckpts_deletes_old_sharded_checkpoints_and_nothing_else(runs, tmp_path):
     from minimm.hooks.checkpoint_hook import _remove
     names = sorted(os.listdir(osp.join(runs['tmp'], 'straight')))
+    # max_keep_ckpts=2: epoch_1 and epoch_2 deleted (and their EMA-only twins with them)
     assert [n for n in names if n.startswith('epoch_') and '-' not in n] == [
-        'epoch_3.pth', 'epoch_4.pth']  # max_keep_ckpts=2: epoch_1 and epoch_2 deleted
+        'epoch_3.pth', 'epoch_3_ema.pth', 'epoch_4.pth', 'epoch_4_ema.pth']
     # A folder of that name that is not a sharded checkpoint is not ours to delete.
     (tmp_path / 'epoch_1.pth').mkdir()
     (tmp_path / 'epoch_1.pth' / 'notes.txt').write_text('mine')
@@ -313,6 +332,9 @@ def test_max_keep_ckpts_deletes_old_sharded_checkpoints_and_nothing_else(runs, t
 
 def test_posthoc_ema_on_sharded_snapshots_equals_the_whole_tensor_run(runs, tmp_path):
     from minimm.posthoc_cli import main as posthoc_main
+    from minimm.sharded_checkpoint import is_sharded_checkpoint
+    in_training = glob.glob(osp.join(runs['tmp'], 'straight', 'posthoc_ema', '*'))
+    assert len(in_training) == 4 and all(map(is_sharded_checkpoint, in_training))  # iter 4, 8
     sharded = osp.join(runs['tmp'], 'posthoc_sharded')
     _posthoc_snapshots(str(tmp_path / 'whole'))
     snapshots = sorted(os.listdir(osp.join(sharded, 'posthoc_ema')))
