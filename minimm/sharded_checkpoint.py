@@ -36,12 +36,15 @@ writes a single plain file on rank 0, which ``torch.load(weights_only=True)`` re
 deploy or share (``FSDPStrategy(state_dict_cfg='full')``; on the Runner, CheckpointHook's
 ``published_keys`` and EMAOnlyCheckpointHook write such files from sharded checkpoints).
 
-Safety: DCP writes its ``.metadata`` with ``pickle``, and reads it back with ``pickle.load``, which
-can run code from the file: unlike a checkpoint file, read a sharded checkpoint only from a source
-you trust.
+**Reading runs no code**, as for a checkpoint file: DCP writes its ``.metadata`` with ``pickle``
+and would read it back with ``pickle.load``, which runs whatever the file names. minimm reads it
+with an unpickler that builds only DCP's own record classes, sizes, dtypes and paths, and refuses
+anything else (``trusted=True`` lifts that, as for files); the shards themselves are read by DCP
+with ``weights_only=True``, and ``checkpoint.pth`` like any checkpoint file.
 """
 import os
 import os.path as osp
+import pickle
 import shutil
 import sys
 import warnings
@@ -49,7 +52,8 @@ from typing import Callable, Dict, Iterable, Optional
 
 import torch
 
-from .checkpoint import CheckpointError, load_checkpoint_file, save_checkpoint
+from .checkpoint import (CheckpointError, UntrustedCheckpointError, load_checkpoint_file,
+                         save_checkpoint)
 from .dist import barrier, is_main_process
 from .plain_data import to_plain_data
 
@@ -177,7 +181,54 @@ def save_full_checkpoint(checkpoint: dict, filename: str) -> None:
     barrier()
 
 
-def _fill(plain: dict, path: str, make: Callable, no_dist: bool) -> dict:
+# What DCP's .metadata names besides its own record classes (torch.distributed.checkpoint.metadata).
+_METADATA_GLOBALS = {('torch', 'Size'), ('torch.serialization', '_get_layout'),
+                     ('torch.distributed.checkpoint.filesystem', '_StorageInfo'),
+                     ('pathlib', 'PosixPath'), ('pathlib', 'WindowsPath'),
+                     ('collections', 'OrderedDict')}
+
+
+class _RecordsOnly(pickle.Unpickler):
+    """Unpickles DCP's metadata: its record classes, torch sizes, dtypes and paths, nothing else."""
+
+    def find_class(self, module, name):
+        records = module == 'torch.distributed.checkpoint.metadata'
+        if (module, name) in _METADATA_GLOBALS or records or module == 'torch':
+            found = super().find_class(module, name)
+            if (module, name) in _METADATA_GLOBALS or isinstance(found, torch.dtype) or (
+                    records and isinstance(found, type)):
+                return found
+        raise pickle.UnpicklingError(f'{module}.{name}')
+
+
+def _reader(path: str, trusted: bool):
+    """DCP's reader of the folder ``path``, reading its ``.metadata`` with ``_RecordsOnly``
+    unless ``trusted``."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class Reader(FileSystemReader):
+        def read_metadata(self, *args, **kwargs):
+            if trusted:
+                return super().read_metadata(*args, **kwargs)
+            rank = kwargs.get('rank')
+            name = '.metadata' if rank is None else f'__{rank}.metadata'
+            with open(osp.join(path, name), 'rb') as f:
+                try:
+                    metadata = _RecordsOnly(f).load()
+                except pickle.UnpicklingError as e:
+                    raise UntrustedCheckpointError(
+                        f'the shard index of {path!r} ({name}) names {e}, which reading it would '
+                        'run; only if you trust the checkpoint, load it with trusted=True (or '
+                        '`minimm train/test --trust-checkpoint`)') from None
+            if getattr(metadata, 'storage_meta', None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+    return Reader(path)
+
+
+def _fill(plain: dict, path: str, make: Callable, no_dist: bool, trusted: bool) -> dict:
     """``plain`` with each marker replaced by a tensor ``make(marker)`` that DCP fills from the
     folder ``path``."""
     import torch.distributed.checkpoint as dcp
@@ -188,10 +239,12 @@ def _fill(plain: dict, path: str, make: Callable, no_dist: bool) -> dict:
         return templates[marker[MARKER]]
     filled = _map(plain, '', template)
     if templates:
+        reader = _reader(path, trusted)
+        reader.read_metadata()  # refused here, on every rank alike, before any collective
         try:
             with warnings.catch_warnings():  # "assuming the intent is to load in a single process"
                 warnings.filterwarnings('ignore', message='torch.distributed is disabled')
-                dcp.load(templates, storage_reader=dcp.FileSystemReader(path), no_dist=no_dist)
+                dcp.load(templates, storage_reader=reader, no_dist=no_dist)
         except Exception as e:
             raise CheckpointError(f'cannot read the shards of checkpoint {path!r}: '
                                   f'{type(e).__name__}: {e}') from e
@@ -211,7 +264,7 @@ def read_checkpoint(path: str, map_location='cpu', trusted: bool = False,
     if not sharded:
         return checkpoint
     return _fill(checkpoint, path, lambda m: torch.empty(m['shape'], dtype=m['dtype']),
-                 no_dist=True)
+                 no_dist=True, trusted=trusted)
 
 
 def load_sharded_checkpoint(path: str, model: torch.nn.Module, trusted: bool = False) -> dict:
@@ -231,4 +284,4 @@ def load_sharded_checkpoint(path: str, model: torch.nn.Module, trusted: bool = F
                 f'over a {len(marker["placements"])}-D mesh, but this run\'s mesh is {mesh.ndim}-D')
         return empty_dtensor(marker['shape'], dtype=marker['dtype'], device_mesh=mesh,
                              placements=_placements(marker['placements']))
-    return _fill(plain, path, make, no_dist=False)
+    return _fill(plain, path, make, no_dist=False, trusted=trusted)

@@ -93,6 +93,11 @@ def _train(rank, tmp, name, batch_size, resume, max_epochs=4, copy_to=()):
     runner = Runner.from_cfg(cfg)
     runner.register_hook(CopyWorkDir())
     runner.train()
+    if copy_to:  # what FSDPStrategy(state_dict_cfg='full') writes: the raw weights, whole
+        from minimm.checkpoint import unwrap_model
+        from minimm.sharded_checkpoint import save_full_checkpoint
+        save_full_checkpoint(dict(state_dict=unwrap_model(runner.model).state_dict()),
+                             osp.join(tmp, name, 'full.pth'))
     acc = float(runner.message_hub.get_scalar('val/toy/acc').current())
     return dict(acc=acc, iter=runner.iter, log=runner.logger.log_file)
 
@@ -295,14 +300,17 @@ def test_minimm_test_reads_a_sharded_checkpoint_in_one_process(runs, capsys):
 
 
 def test_the_consolidated_files_give_the_sharded_run_s_validation_accuracy(runs):
-    """A sharded checkpoint made one whole file on rank 0: published (CheckpointHook's
-    published_keys) and EMA-only (EMAOnlyCheckpointHook), each read here with
+    """A sharded checkpoint made one whole file on rank 0: gathered by every rank
+    (save_full_checkpoint), published (CheckpointHook's published_keys) and EMA-only
+    (EMAOnlyCheckpointHook), each read here with
     torch.load(weights_only=True) and validated in one process. EMAHook swaps the EMA weights in
     for validation and into state_dict, so both hold what the run validated."""
     import sharded_toy
     from toy import ToyDataset
     sharded = _tensors(_straight_file(runs['tmp'], 'epoch_4.pth'))
     val = ToyDataset(24, seed=1)
+    raw = torch.load(_straight_file(runs['tmp'], 'full.pth'), weights_only=True)['state_dict']
+    assert all(torch.equal(v, sharded[f'/ema_state_dict/module.{k}']) for k, v in raw.items())
     for pattern in ('epoch_4-*.pth', 'epoch_4_ema.pth'):
         whole = torch.load(_straight_file(runs['tmp'], pattern), weights_only=True)
         assert sorted(whole) == ['meta', 'state_dict'] and whole['meta']['world_size'] == 2
@@ -348,3 +356,27 @@ def test_posthoc_ema_on_sharded_snapshots_equals_the_whole_tensor_run(runs, tmp_
     from_files = torch.load(tmp_path / 'from_files.pth', weights_only=True)['state_dict']
     assert list(from_shards) == list(from_files)
     assert all(torch.equal(from_shards[k], from_files[k]) for k in from_files)
+
+
+class _Plant:
+    """Unpickled, it would create the file ``path``."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, 'w')
+
+
+def test_reading_a_sharded_checkpoint_runs_no_code_from_its_index(runs, tmp_path):
+    import pickle
+
+    from minimm.checkpoint import UntrustedCheckpointError
+    from minimm.sharded_checkpoint import read_checkpoint
+    planted = tmp_path / 'epoch_4.pth'
+    shutil.copytree(_straight_file(runs['tmp'], 'epoch_4.pth'), planted)
+    with open(planted / '.metadata', 'wb') as f:
+        pickle.dump(_Plant(str(tmp_path / 'ran')), f)
+    with pytest.raises(UntrustedCheckpointError, match=r"names io\.open.*trusted=True"):
+        read_checkpoint(str(planted))
+    assert not (tmp_path / 'ran').exists()
