@@ -115,7 +115,7 @@ def _map(value, key: str, fn: Callable):
 
 
 def _split(checkpoint: dict):
-    """``(plain, shards)``: ``checkpoint`` with a marker for each DTensor, and the DTensors by key."""
+    """``(plain, shards)``: ``checkpoint`` with a marker for each DTensor; the DTensors by key."""
     shards = {}
 
     def mark(key, tensor):

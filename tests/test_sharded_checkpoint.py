@@ -49,7 +49,8 @@ CONFIG = textwrap.dedent("""
     optim_wrapper = dict(optimizer=dict(type='Adam', lr=0.05))
     param_scheduler = [dict(type='LinearLR', start_factor=0.5, by_epoch=False, end=4)]
     default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2,
-                                         save_best='toy/acc', published_keys=['meta', 'state_dict']))
+                                         save_best='toy/acc',
+                                         published_keys=['meta', 'state_dict']))
     custom_hooks = [dict(type='EMAHook', momentum=0.2), dict(type='EMAOnlyCheckpointHook'),
                     dict(type='PostHocEMAHook', sigma_rels=(0.05, 0.2), snapshot_interval=4)]
     randomness = dict(seed=0)
