@@ -45,6 +45,7 @@ with ``weights_only=True``, and ``checkpoint.pth`` like any checkpoint file.
 import os
 import os.path as osp
 import pickle
+import re
 import shutil
 import sys
 import warnings
@@ -53,7 +54,7 @@ from typing import Callable, Dict, Iterable, Optional
 import torch
 
 from .checkpoint import (CheckpointError, UntrustedCheckpointError, load_checkpoint_file,
-                         save_checkpoint)
+                         save_checkpoint, unwrap_model)
 from .dist import barrier, is_main_process
 from .plain_data import to_plain_data
 
@@ -285,3 +286,26 @@ def load_sharded_checkpoint(path: str, model: torch.nn.Module, trusted: bool = F
         return empty_dtensor(marker['shape'], dtype=marker['dtype'], device_mesh=mesh,
                              placements=_placements(marker['placements']))
     return _fill(plain, path, make, no_dist=False, trusted=trusted)
+
+
+def shard_like(state_dict: dict, model: torch.nn.Module, revise_keys=()) -> dict:
+    """``state_dict`` of whole tensors (a file's: ``load_from`` a consolidated or DDP checkpoint)
+    with each weight that the sharded ``model`` holds as a DTensor replaced by a DTensor laid out
+    like it; each rank keeps its own rows of the whole tensor it read, with no communication.
+    Keys are matched after ``revise_keys``, as the load will rename them."""
+    from torch.distributed.tensor import distribute_tensor
+    dtensor = _dtensor_class()
+    live = {key: value for key, value in unwrap_model(model).state_dict().items()
+            if isinstance(value, dtensor)}
+    laid_out = type(state_dict)()
+    for key, value in state_dict.items():
+        name = key
+        for pattern, replacement in revise_keys:
+            name = re.sub(pattern, replacement, name)
+        like = live.get(name)
+        if like is not None and type(value) is torch.Tensor and value.shape == like.shape:
+            value = distribute_tensor(value, like.device_mesh, like.placements, src_data_rank=None)
+        laid_out[key] = value
+    if hasattr(state_dict, '_metadata'):
+        laid_out._metadata = state_dict._metadata
+    return laid_out

@@ -128,6 +128,22 @@ def _posthoc_snapshots(work_dir, shard=None):
             hook.save_snapshots(step)
 
 
+def _from_whole_file(tmp) -> dict:
+    """The sharded model loads the gathered file (load_from: each rank keeps its rows) and
+    validates; resuming from it is refused."""
+    from minimm.runner import Runner
+    cfg = _config(tmp, osp.join(tmp, 'from_file'), 4, 'pytorch')
+    cfg.load_from = osp.join(tmp, 'straight', 'full.pth')
+    cfg.default_hooks.checkpoint = None  # (saves the best after validating, as in training)
+    acc = Runner.from_cfg(cfg).val()['toy/acc']
+    cfg.work_dir, cfg.resume = osp.join(tmp, 'resume_file'), True
+    try:
+        Runner.from_cfg(cfg).train()
+    except ValueError as e:
+        return dict(acc=acc, refused=str(e))
+    return dict(acc=acc, refused=None)
+
+
 def _first_spawn(rank, tmp):
     """The uninterrupted run, then the killed run resumed (``resume=True``, what ``--resume``
     sets), on the same 2 processes; and PostHocEMAHook's snapshots of a sharded model."""
@@ -137,7 +153,8 @@ def _first_spawn(rank, tmp):
     _posthoc_snapshots(osp.join(tmp, 'posthoc_sharded'),
                        lambda t: distribute_tensor(t, mesh, [Shard(0)]))
     straight = _train(rank, tmp, 'straight', 4, False, copy_to=['to4', 'to1', 'at2'])
-    return dict(straight=straight, killed=_train(rank, tmp, 'killed', 4, True))
+    return dict(straight=straight, killed=_train(rank, tmp, 'killed', 4, True),
+                from_file=_from_whole_file(tmp))
 
 
 def _one_process(tmp, name):
@@ -214,6 +231,7 @@ def runs(tmp_path_factory):
     to4 = run_distributed(_train, tmp, tmp, 'to4', 2, True, 3, world_size=4)
     shutil.copytree(osp.join(tmp, 'to4'), osp.join(tmp, 'to4to1'))
     return dict(tmp=tmp, straight=[r['straight'] for r in first], after_kill=after_kill,
+                from_file=[r['from_file'] for r in first],
                 killed=first[0]['killed'], to4=to4, to1=_one_process(tmp, 'to1'),
                 to4to1=_one_process(tmp, 'to4to1'))
 
@@ -312,16 +330,22 @@ def test_the_consolidated_files_give_the_sharded_run_s_validation_accuracy(runs)
     val = ToyDataset(24, seed=1)
     raw = torch.load(_straight_file(runs['tmp'], 'full.pth'), weights_only=True)['state_dict']
     assert all(torch.equal(v, sharded[f'/ema_state_dict/module.{k}']) for k, v in raw.items())
+
+    def accuracy(state_dict):
+        model = sharded_toy.ShardedToyModel()
+        model.load_state_dict(state_dict)
+        with torch.no_grad():
+            return 100.0 * (model(val.x).argmax(1) == val.y).sum().item() / len(val)
     for pattern in ('epoch_4-*.pth', 'epoch_4_ema.pth'):
         whole = torch.load(_straight_file(runs['tmp'], pattern), weights_only=True)
         assert sorted(whole) == ['meta', 'state_dict'] and whole['meta']['world_size'] == 2
         assert all(torch.equal(v, sharded[f'/state_dict/{k}'])
                    for k, v in whole['state_dict'].items())
-        model = sharded_toy.ShardedToyModel()
-        model.load_state_dict(whole['state_dict'])
-        with torch.no_grad():
-            correct = (model(val.x).argmax(1) == val.y).sum().item()
-        assert 100.0 * correct / len(val) == runs['straight'][0]['acc']
+        assert accuracy(whole['state_dict']) == runs['straight'][0]['acc']
+    # And back: the sharded model loads the whole file (load_from) and validates it alike.
+    for rank in runs['from_file']:
+        assert rank['acc'] == accuracy(raw)
+        assert 'cannot resume the sharded model from the file' in rank['refused']
 
 
 def test_max_keep_ckpts_deletes_old_sharded_checkpoints_and_nothing_else(runs, tmp_path):

@@ -31,7 +31,8 @@ from ..dist import is_main_process
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from ..sharded_checkpoint import is_sharded, load_sharded_checkpoint, save_sharded_checkpoint
+from ..sharded_checkpoint import (is_sharded, load_sharded_checkpoint, save_sharded_checkpoint,
+                                  shard_like)
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
 from ..work_dir import (checkpoints_in, claim_for_training, hold_work_dir, make_work_dir,
@@ -162,6 +163,15 @@ class CheckpointMixin:
         if 'state_dict' not in checkpoint and checkpoint and all(
                 isinstance(value, torch.Tensor) for value in checkpoint.values()):
             checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
+        if is_sharded(self.model) and not osp.isdir(filename):  # a whole file, for shards
+            if self._loading_for == 'resume':
+                raise ValueError(f'cannot resume the sharded model from the file {filename!r}: '
+                                 'its optimizer and EMA states are whole, not sharded; resume '
+                                 'from a sharded checkpoint (a folder), or start from its '
+                                 'weights with load_from')
+            if 'state_dict' in checkpoint:
+                checkpoint['state_dict'] = shard_like(checkpoint['state_dict'], self.model,
+                                                      revise_keys)
         # Loading to train (load_from) may fine-tune: a head of another shape is then skipped,
         # with a warning, as in MMEngine; to test, validate or resume, every weight must fit.
         # Values are checked before the hooks see the file too (EMAHook loads it into its copy),
