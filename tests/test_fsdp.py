@@ -1,5 +1,6 @@
 """Sharded training (torch's FSDP2 in MMEngine's config shapes) with every EMA on the shards, on 2
-gloo processes (one spawn runs every check) and 4 (one spawn).
+gloo processes (one spawn runs every check) and 4 (one spawn); then, in this process, one process
+running the same configs, and the checks of the keys and options.
 
 The oracle is DDP: the same training, the same data on each rank, run with
 ``MMDistributedDataParallel``. Each rank computes what a DDP rank computes (FSDP2 gathers the
@@ -12,6 +13,7 @@ gradient, carried into the weights and averages; the bound below allows 1e-6 for
 at lr 0.1 on weights of size about 1.
 """
 import os
+import re
 
 import pytest
 import torch
@@ -31,6 +33,7 @@ RULES = [dict(ema_type='ExponentialMovingAverage', momentum=0.2),
          dict(ema_type='StochasticWeightAverage', update_buffers=True),
          dict(ema_type='PowerFunctionEMA', sigma_rel=0.1, ema_dtype='float64')]
 SIGMA_RELS = (0.05, 0.1, 0.2)  # PostHocEMAHook's K = 3 EMAs, updated in one fused pass
+SAMPLES, BATCH = 48, 6  # 2 ranks: 4 iterations an epoch; 4 ranks: 2
 ROWS = 7  # the hidden layer: 7 rows on 2 ranks are 4 + 3, on 4 ranks 2 + 2 + 2 + 1
 
 
@@ -67,16 +70,16 @@ class ReadsPerIteration(Hook):
 
 
 def _runner(work_dir, hooks, val=False, launcher='pytorch', runner_type='Runner', **kwargs):
-    """6 iterations (2 epochs of 3, 12 samples a rank in batches of 2) of SGD with momentum."""
+    """2 epochs of SGD with momentum, over SAMPLES samples shared by the ranks."""
     from minimm.registry import RUNNERS
     torch.manual_seed(0)
     val_kwargs = dict(val_dataloader=toy_loader_cfg(8, 2, shuffle=False), val_cfg=dict(),
                       val_evaluator=ToyMetric()) if val else {}
+    kwargs.setdefault('optim_wrapper', dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9)))
     return RUNNERS.get(runner_type)(
         model=WideToy(), work_dir=work_dir, launcher=launcher,
-        train_dataloader=toy_loader_cfg(12 * 2, 2), randomness=dict(seed=0),
+        train_dataloader=toy_loader_cfg(SAMPLES, BATCH), randomness=dict(seed=0),
         train_cfg=dict(by_epoch=True, max_epochs=2, val_interval=1),
-        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9)),
         default_hooks=dict(checkpoint=None, logger=dict(type='LoggerHook', interval=100)),
         custom_hooks=list(hooks), **val_kwargs, **kwargs)
 
@@ -143,11 +146,75 @@ def _validate_with_the_ema(rank, tmp, wrapper):
                 params=_gathered(runner.model.module.parameters()))
 
 
-def _two_ranks(rank, tmp):
+def _is_linear(module):
+    return isinstance(module, nn.Linear)
+
+
+class DtypeSeen(Hook):
+    """The dtype of the hidden layer's weight as its forward sees it (the gathered weight)."""
+
+    def before_train(self, runner):
+        self.seen = set()
+        hidden = runner.model.module.hidden
+        hidden.register_forward_pre_hook(lambda m, args: self.seen.add(m.weight.dtype))
+
+
+def _flexible(rank, tmp, name, strategy, hooks=()):
+    """FlexibleRunner with ``strategy`` and an EMAHook (EMAHook's first rule, as in
+    :func:`_train_with_every_average`)."""
+    from minimm.hooks import EMAHook
+    runner = _runner(os.path.join(tmp, name, str(rank)), [EMAHook(**RULES[0]), *hooks],
+                     runner_type='FlexibleRunner', strategy=strategy)
+    runner.train()
+    return runner, dict(averages=_averages(runner),
+                        params=_gathered(runner.model.module.parameters()),
+                        wrapper=type(runner.model).__name__)
+
+
+def _flexible_runs(rank, tmp):
+    from torch.distributed.fsdp import FSDPModule
     out = {}
+    # FSDP1's size-based policy (FSDP2 shards `hidden`, 35 parameters, on its own) and
+    # activation checkpointing of the Linear layers: neither changes a number.
+    policy = dict(type='torch.distributed.fsdp.wrap.size_based_auto_wrap_policy',
+                  min_num_params=20)
+    runner, out['fsdp'] = _flexible(rank, tmp, 'flex_fsdp', dict(
+        type='FSDPStrategy', model_wrapper=dict(auto_wrap_policy=policy),
+        activation_checkpointing=dict(check_fn=_is_linear), state_dict_cfg='full'))
+    model = runner.model.module
+    out['fsdp'].update(own_shard=[isinstance(model.hidden, FSDPModule),
+                                  isinstance(model.head, FSDPModule)],
+                       state_dict_cfg=runner.strategy.state_dict_cfg)
+    _, out['ddp'] = _flexible(rank, tmp, 'flex_ddp', dict(type='DDPStrategy'))
+    # bf16 parameters in forward and backward, gradients reduced in fp32
+    seen = DtypeSeen()
+    runner, out['bf16'] = _flexible(rank, tmp, 'flex_bf16', dict(
+        type='FSDPStrategy', model_wrapper=dict(mixed_precision=dict(
+            param_dtype='bfloat16', reduce_dtype='float32'))), hooks=[seen])
+    out['bf16'].update(seen=seen.seen, dtypes={p.dtype for p in runner.model.parameters()})
+    return out
+
+
+def _bench_rank():
+    """``minimm bench ema``'s sharded row, measured on this rank, on a tiny workload."""
+    from minimm.bench import common, ema_shards
+    common.WORKLOADS['tiny'] = common.Workload(lambda: [(3, 5), (7, ), ()])
+    return ema_shards.measure('tiny', rounds=1)
+
+
+def _two_ranks(rank, tmp):
+    out = {'bench': _bench_rank()}
     for wrapper in ('MMDistributedDataParallel', 'MMFullyShardedDataParallel'):
         out[wrapper] = _train_with_every_average(rank, tmp, wrapper)
         out['val', wrapper] = _validate_with_the_ema(rank, tmp, wrapper)
+    out['flexible'] = _flexible_runs(rank, tmp)
+    for wrapper in ('MMDistributedDataParallel', 'MMFullyShardedDataParallel'):
+        # gradient accumulation: the first backward of each pair keeps its gradients local
+        runner = _runner(os.path.join(tmp, 'accumulate', wrapper, str(rank)), [],
+                         cfg=dict(model_wrapper_cfg=dict(type=wrapper)), optim_wrapper=dict(
+                             optimizer=dict(type='SGD', lr=0.1), accumulative_counts=2))
+        runner.train()
+        out['accumulate', wrapper] = _gathered(runner.model.module.parameters())
     return out
 
 
@@ -175,25 +242,43 @@ def test_sharded_averages_equal_ddp_averages_bit_for_bit(two_ranks):
         assert 'loop' not in fsdp['backends']  # the fused plan ran on the shards
 
 
-def test_each_rank_holds_its_share_of_the_averages(two_ranks):
-    # Parameters: hidden 7x4 + 7, bn 7 + 7, head 2x7 + 2: FSDP2 shards dim 0 in chunks of
-    # ceil(rows / 2): rank 0 holds 4 + 4 + 4 + 4 rows of the 7-row tensors and 1 of the head's 2.
-    full = 7 * 4 + 7 + 7 + 7 + 2 * 7 + 2
-    want = {0: 4 * 4 + 4 + 4 + 4 + 7 + 1, 1: 3 * 4 + 3 + 3 + 3 + 7 + 1}
-    for rank, out in enumerate(two_ranks):
+SHAPES = [(ROWS, 4), (ROWS, 1), (ROWS, 1), (ROWS, 1), (2, ROWS), (2, 1)]  # (rows, row size)
+
+
+def _share(rank, world_size):
+    """The elements of one averaged copy that ``rank`` holds: FSDP2 splits each tensor's rows as
+    ``torch.chunk`` does, in chunks of ceil(rows / N) (the last ones shorter or empty)."""
+    def rows(n):
+        chunk = -(-n // world_size)
+        return max(0, min(chunk, n - rank * chunk))
+    return sum(rows(n) * size for n, size in SHAPES)
+
+
+def _assert_shares(ranks):
+    world_size = len(ranks)
+    full = sum(n * size for n, size in SHAPES)
+    padded = sum(-(-n // world_size) * size for n, size in SHAPES)  # 1/N, rounded up per tensor
+    shares = [_share(rank, world_size) for rank in range(world_size)]
+    assert sum(shares) == full and max(shares) <= padded
+    # PowerFunctionEMA's copy is fp64 (ema_dtype), the others fp32
+    sizes = [4] * (len(RULES) - 1) + [8] + [4] * len(SIGMA_RELS)
+    for rank, out in enumerate(ranks):
         memory = out['MMFullyShardedDataParallel']['memory']
-        dtypes = [4] * (len(RULES) - 1) + [8] + [4] * len(SIGMA_RELS)  # PowerFunctionEMA: fp64
-        assert memory == [(want[rank], want[rank] * size) for size in dtypes]
-    assert want[0] + want[1] == full and want[0] <= full / 2 + 7  # 1/N plus padding
+        assert memory == [(shares[rank], shares[rank] * size) for size in sizes]
+
+
+def test_each_rank_holds_its_share_of_the_averages(two_ranks):
+    assert [_share(rank, 2) for rank in range(2)] == [36, 29]  # 65 elements: 32.5 + padding
+    _assert_shares(two_ranks)
 
 
 def test_no_host_read_in_a_sharded_iteration(two_ranks):
-    # 6 iterations an epoch; the epoch's last logs its line, reading the loss once, and the
+    # 4 iterations an epoch; the epoch's last logs its line, reading the loss once, and the
     # run's last writes PostHocEMAHook's snapshots: under DDP on rank 0, reading each EMA's
     # count; sharded, every rank writes its shards (minimm/sharded_checkpoint.py), which reads
     # them back to the host: a save, not a training step.
     for index, rank in enumerate(two_ranks):
-        want = [0] * 5 + [1] + [0] * 5 + [1 + (len(SIGMA_RELS) if index == 0 else 0)]
+        want = [0] * 3 + [1] + [0] * 3 + [1 + (len(SIGMA_RELS) if index == 0 else 0)]
         assert rank['MMDistributedDataParallel']['reads'] == want
         sharded = rank['MMFullyShardedDataParallel']['reads']
         assert sharded[:-1] == want[:-1] and sharded[-1] > len(SIGMA_RELS)
@@ -205,3 +290,207 @@ def test_validation_swaps_the_shards_in_place(two_ranks):
                                                                     'MMFullyShardedDataParallel']
         assert fsdp['in_place'] and fsdp['metrics'] == ddp['metrics']
         assert all(torch.equal(a, b) for a, b in zip(ddp['params'], fsdp['params']))
+
+
+def test_flexible_runner_with_fsdp_and_ddp_strategies(two_ranks):
+    for rank in two_ranks:
+        ddp = rank['MMDistributedDataParallel']
+        flexible = rank['flexible']
+        assert flexible['fsdp']['wrapper'] == 'MMFullyShardedDataParallel'
+        assert flexible['ddp']['wrapper'] == 'MMDistributedDataParallel'
+        assert flexible['fsdp']['own_shard'] == [True, False]  # the policy picked `hidden`
+        assert flexible['fsdp']['state_dict_cfg'] == 'full'
+        for run in ('fsdp', 'ddp'):
+            assert all(torch.equal(a, b) for a, b in zip(flexible[run]['params'], ddp['params']))
+            _assert_equal_states(flexible[run]['averages'], ddp['averages'][:1], run)
+
+
+def test_gradient_accumulation_syncs_once_a_group(two_ranks):
+    for rank in two_ranks:
+        ddp, fsdp = (rank['accumulate', w] for w in ('MMDistributedDataParallel',
+                                                     'MMFullyShardedDataParallel'))
+        assert all(torch.equal(a, b) for a, b in zip(ddp, fsdp))
+
+
+def test_mixed_precision_bf16_parameters_fp32_reduction(two_ranks):
+    for rank in two_ranks:
+        bf16, fp32 = rank['flexible']['bf16'], rank['MMDistributedDataParallel']
+        assert bf16['seen'] == {torch.bfloat16}  # the gathered weights forward used
+        assert bf16['dtypes'] == {torch.float32}  # the shards the optimizer steps on
+        ema = bf16['averages'][0]
+        assert {v.dtype for v in ema.values() if v.is_floating_point()} == {torch.float32}
+        # bf16 keeps 8 bits of mantissa (a relative rounding of 2**-9) of every gathered weight
+        # and activation: a gradient off by about 1e-2 of itself, over 8 steps that move the
+        # weights by about 0.3, leaves them within 1e-2 of the fp32 run's (measured: 1.2e-3)
+        diffs = [(a - b).abs().max().item() for a, b in zip(bf16['params'], fp32['params'])]
+        assert 0 < max(diffs) < 1e-2, diffs
+
+
+def _four_ranks(rank, tmp):
+    return {wrapper: _train_with_every_average(rank, tmp, wrapper)
+            for wrapper in ('MMDistributedDataParallel', 'MMFullyShardedDataParallel')}
+
+
+@pytest.fixture(scope='module')
+def four_ranks(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('fsdp4')
+    return run_distributed(_four_ranks, tmp, str(tmp), world_size=4)
+
+
+def test_four_ranks_shares_and_averages(four_ranks):
+    assert [_share(rank, 4) for rank in range(4)] == [22, 22, 14, 7]
+    _assert_shares(four_ranks)
+    for rank in four_ranks:
+        ddp, fsdp = rank['MMDistributedDataParallel'], rank['MMFullyShardedDataParallel']
+        assert 'loop' not in fsdp['backends']
+        assert len(fsdp['averages']) == len(ddp['averages']) == len(RULES) + len(SIGMA_RELS)
+        # 4 gradients may be summed in another order (see the module docstring): a few units
+        # in the last place (measured: 6e-8), within 1e-6; the counters and buffers are exact.
+        for got, want in zip(fsdp['averages'] + [fsdp['params']], ddp['averages'] + [
+                ddp['params']]):
+            pairs = [(got[k], want[k]) for k in want] if isinstance(want, dict) else zip(got, want)
+            for a, b in pairs:
+                assert a.dtype == b.dtype and (a.double() - b.double()).abs().max() <= 1e-6
+
+
+def test_bench_sharded_row(two_ranks, capsys, monkeypatch):
+    from minimm.bench import common, ema_shards
+    monkeypatch.setitem(common.WORKLOADS, 'tiny', common.Workload(lambda: [(3, 5), (7, ), ()]))
+    row = ema_shards.row('tiny', [rank['bench'] for rank in two_ranks])
+    # rows split 2 + 1, 4 + 3 and 1 + 0 (the 0-d tensor is one row): rank 0 holds 15 of 23
+    assert (row['shards'], row['values'], row['full_values']) == (2, 15, 23)
+    assert row['ema_mb'] == 15 * 4 / 1e6 and row['x_limit'] > 0 and row['backend'] != 'loop'
+    ema_shards.print_shards([row])
+    assert 'sharded EMA: tiny (0.0 M values) over N gloo processes' in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- in this process, no spawn
+
+def test_one_process_runs_the_same_configs_unsharded(tmp_path):
+    """Not distributed, neither the wrapper nor a strategy wraps the model (as the Runner does
+    for DDP): the run is the plain one, bit for bit, activation checkpointing included."""
+    from minimm.hooks import EMAHook
+    from minimm.model import is_model_wrapper
+    plain = _runner(str(tmp_path / 'plain'), [EMAHook(**RULES[0])], launcher='none')
+    plain.train()
+    configs = {
+        'model_wrapper_cfg': dict(cfg=dict(model_wrapper_cfg=dict(
+            type='MMFullyShardedDataParallel', sharding_strategy='FULL_SHARD'))),
+        'FSDPStrategy': dict(runner_type='FlexibleRunner', strategy=dict(
+            type='FSDPStrategy', activation_checkpointing=dict(check_fn=_is_linear))),
+        'DDPStrategy': dict(runner_type='FlexibleRunner', strategy=dict(type='DDPStrategy')),
+    }
+    for name, kwargs in configs.items():
+        runner = _runner(str(tmp_path / name), [EMAHook(**RULES[0])], launcher='none', **kwargs)
+        runner.train()
+        assert not is_model_wrapper(runner.model), name
+        for a, b in zip(runner.model.parameters(), plain.model.parameters()):
+            assert torch.equal(a, b), name
+        _assert_equal_states(_averages(runner), _averages(plain), name)
+
+
+@pytest.mark.parametrize('kwargs, words', [
+    (dict(sharding_strategy='NO_SHARD'), "sharding_strategy='NO_SHARD'"),
+    (dict(sharding_strategy='HYBRID_SHARD'), '2-D DeviceMesh'),
+    (dict(backward_prefetch='BACKWARD_POST'), 'set_modules_to_backward_prefetch'),
+    (dict(use_orig_params=False), 'use_orig_params=False'),
+    (dict(param_init_fn=print), 'to_empty'),
+    (dict(forward_prefetch=True), 'set_modules_to_forward_prefetch'),
+    (dict(mixed_precision=dict(buffer_dtype='float16')), "buffer_dtype='float16'"),
+    (dict(mixed_precision=dict(keep_low_precision_grads=True)), 'reduce_dtype'),
+    (dict(mixed_precision=dict(param_dtype='bf16')), "param_dtype='bf16'"),
+    (dict(mixed_precision=dict(param_type='bfloat16')), "unknown keys ['param_type']"),
+    (dict(cpu_offload='yes'), "cpu_offload='yes'"),
+    (dict(auto_wrap_policy='no_such_policy'), "'no_such_policy'"),
+    (dict(flatten_parameters=True), "['flatten_parameters']"),
+    (dict(sharding_strategy='FULL_SHARD', reshard_after_forward=False), 'not both'),
+])
+def test_fsdp1_keys_without_an_fsdp2_meaning_are_refused_in_one_line(kwargs, words):
+    from minimm.model.fsdp_options import fully_shard_arguments, wrap_policy
+    with pytest.raises((ValueError, TypeError), match=re.escape(words)) as info:
+        policy = kwargs.pop('auto_wrap_policy', None)
+        wrap_policy(policy)
+        fully_shard_arguments(**kwargs)
+    assert '\n' not in str(info.value)
+
+
+def test_fsdp1_keys_are_mapped_to_fully_shard_arguments():
+    from torch.distributed.fsdp import (BackwardPrefetch, CPUOffload, CPUOffloadPolicy,
+                                        MixedPrecision, OffloadPolicy, ShardingStrategy)
+
+    from minimm.model.fsdp_options import fully_shard_arguments
+    args, own = fully_shard_arguments()
+    assert args['reshard_after_forward'] is None and own == dict(full_precision=())
+    assert type(args['offload_policy']) is OffloadPolicy
+    assert fully_shard_arguments(sharding_strategy='SHARD_GRAD_OP')[0]['reshard_after_forward'] \
+        is False
+    args, own = fully_shard_arguments(
+        sharding_strategy=ShardingStrategy.FULL_SHARD, cpu_offload=CPUOffload(offload_params=True),
+        backward_prefetch=BackwardPrefetch.BACKWARD_PRE, limit_all_gathers=True, device_id=0,
+        mixed_precision=MixedPrecision(param_dtype=torch.float16, reduce_dtype=torch.float32))
+    policy = args['mp_policy']
+    assert args['reshard_after_forward'] is True
+    assert isinstance(args['offload_policy'], CPUOffloadPolicy)
+    # FSDP1's cast_root_forward_inputs (True by default) casts the inputs
+    assert (policy.param_dtype, policy.reduce_dtype, policy.cast_forward_inputs) == (
+        torch.float16, torch.float32, True)
+    assert own == dict(device_id=0, full_precision=(nn.modules.batchnorm._BatchNorm, ))
+    args, _ = fully_shard_arguments(mixed_precision=dict(param_dtype='bfloat16'),
+                                    reshard_after_forward=False)
+    assert args['mp_policy'].param_dtype is torch.bfloat16
+    assert args['reshard_after_forward'] is False
+
+
+def test_auto_wrap_policy_picks_the_modules_fsdp1_would_wrap():
+    from minimm.model.fsdp_options import modules_to_shard, wrap_policy
+    model = nn.Sequential(nn.Linear(4, 7), nn.Sequential(nn.Linear(7, 7), nn.ReLU()),
+                          nn.Linear(7, 2))  # 35, 56 and 16 parameters
+    policy = dict(type='torch.distributed.fsdp.wrap.size_based_auto_wrap_policy')
+    # FSDP1 wraps a module whose parameters not yet wrapped reach min_num_params, innermost
+    # first; the inner Sequential has none left once its Linear is wrapped.
+    assert modules_to_shard(model, wrap_policy(dict(policy, min_num_params=40))) == [model[1][0]]
+    assert modules_to_shard(model, wrap_policy(dict(policy, min_num_params=30))) == [
+        model[0], model[1][0]]
+    assert modules_to_shard(model, wrap_policy(dict(policy, min_num_params=100))) == []
+    assert modules_to_shard(model, None) == []
+    # Two Linear layers of 20 below the threshold each: their parent, with 40, is wrapped.
+    nested = nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2))
+    assert modules_to_shard(nested, wrap_policy(dict(policy, min_num_params=30))) == [nested[0]]
+
+
+@pytest.mark.parametrize('strategy, words', [
+    (dict(type='FSDPStrategy', state_dict_cfg='sharded'), "state_dict_cfg='sharded'"),
+    (dict(type='FSDPStrategy', state_dict_cfg=dict(state_dict_type='FULL')),
+     "state_dict_type in ['LOCAL_STATE_DICT'"),
+    (dict(type='FSDPStrategy', activation_checkpointing=dict(check=print)),
+     'must be dict(check_fn=...)'),
+    (dict(type='FSDPStrategy', activation_checkpointing=dict(check_fn='no_such_fn')),
+     "check_fn='no_such_fn'"),
+    (dict(type='DDPStrategy', model_wrapper='MMDistributedDataParallel'),
+     "model_wrapper='MMDistributedDataParallel'"),
+])
+def test_strategy_options_are_checked_in_one_line(strategy, words):
+    from minimm.registry import STRATEGIES
+    with pytest.raises((ValueError, TypeError), match=re.escape(words)) as info:
+        STRATEGIES.build(strategy)
+    assert '\n' not in str(info.value)
+
+
+def test_flexible_runner_refuses_a_second_wrapper_config(tmp_path):
+    with pytest.raises(ValueError, match='not model_wrapper_cfg'):
+        _runner(str(tmp_path), [], launcher='none', runner_type='FlexibleRunner',
+                strategy=dict(type='FSDPStrategy'),
+                cfg=dict(model_wrapper_cfg=dict(type='MMFullyShardedDataParallel')))
+
+
+@pytest.mark.filterwarnings('ignore:model. WideToy values cannot be written')  # a built model
+def test_state_dict_cfg_is_kept_for_the_checkpoint_code(tmp_path):
+    from minimm.registry import RUNNERS, STRATEGIES
+    full = dict(state_dict_type='FULL_STATE_DICT', state_dict_config=dict(offload_to_cpu=True))
+    assert STRATEGIES.build(dict(type='FSDPStrategy')).state_dict_cfg == 'local'
+    assert STRATEGIES.build(dict(type='FSDPStrategy', state_dict_cfg=full)).state_dict_cfg == full
+    # a whole config, as `minimm train` builds it: runner_type and strategy are read from it
+    runner = RUNNERS.build(dict(runner_type='FlexibleRunner', model=WideToy(),
+                                work_dir=str(tmp_path), strategy=dict(
+                                    type='FSDPStrategy', state_dict_cfg='full')))
+    assert type(runner).__name__ == 'FlexibleRunner' and runner.strategy.state_dict_cfg == 'full'

@@ -23,6 +23,10 @@ and 4, on ResNet-50's fp32 tensors): K averaged copies of one model updated by o
 against K single plans (K passes), timed in alternation; the bytes alone allow (4 + 8K) / 12K of
 the time: 0.83x for K = 2, 0.75x for K = 4.
 
+Then the sharded rows (``--shards``, default N = 1, 2 and 4 processes, on the first workload):
+the step of a model sharded with FSDP2 on each rank's own shard, against the bandwidth limit of
+the bytes that rank holds, and the EMA memory per rank (:mod:`minimm.bench.ema_shards`).
+
 Columns: ms per update, GB/s of those bytes, the time as a multiple of the limit, and the
 speed-up over ``loop``; under each table, the fallback's speed-up over the loop and the
 per-tensor ratio. On a GPU each call is timed between two synchronisations, which costs more than
@@ -40,6 +44,7 @@ import torch
 from minimm.ops import EMAPlan, EMATarget, backend_info
 
 from .common import WORKLOADS, add_output_options, median_times, numel, print_table, start
+from .ema_shards import print_shards, shard_row
 
 
 def bench_workload(name: str, device: torch.device, rounds: int,
@@ -152,6 +157,9 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument('--copies', type=lambda text: [int(k) for k in text.split(',') if k],
                         default=[2, 4], help='multi-EMA rows (with the resnet50 workload): numbers '
                                              "of copies K (default 2,4; '' for none)")
+    parser.add_argument('--shards', type=lambda text: [int(n) for n in text.split(',') if n],
+                        default=[1, 2, 4], help='sharded rows: numbers of gloo processes N '
+                                                "(default 1,2,4; '' for none)")
     add_output_options(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -174,6 +182,10 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     if copies and not args.json:
         print_copies(copies)
     rows += copies
+    shards = [shard_row(args.workloads[0], n, args.rounds or 20) for n in args.shards]
+    if shards and not args.json:
+        print_shards(shards)
+    rows += shards
     if args.json:
         print(json.dumps(rows, indent=1))
     return rows

@@ -15,8 +15,8 @@ import difflib
 import warnings
 from typing import Iterable, Optional
 
-# What MMEngine 0.10's Runner.from_cfg and tools/train.py read, and minimm's own profile_hooks
-# and verbose.
+# What MMEngine 0.10's Runner.from_cfg (and FlexibleRunner's: strategy) and tools/train.py read,
+# and minimm's own profile_hooks and verbose.
 RUNNER_KEYS = frozenset((
     'model', 'work_dir', 'train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg',
     'val_cfg', 'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator',
@@ -24,7 +24,7 @@ RUNNER_KEYS = frozenset((
     'resume', 'launcher', 'env_cfg', 'log_processor', 'log_level', 'visualizer',
     'default_scope', 'randomness', 'experiment_name', 'model_wrapper_cfg', 'sync_bn',
     'find_unused_parameters', 'compile', 'runner_type', 'custom_imports', 'profile_hooks',
-    'verbose', 'check_hooks'))
+    'verbose', 'check_hooks', 'strategy'))
 
 # What an MMCV 1.x config gives ``minimm.mmcv.train`` (MMDetection 2.x's train_detector).
 MMCV_KEYS = frozenset((

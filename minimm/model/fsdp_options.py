@@ -14,7 +14,9 @@ in FSDP2's words or refused in one line that names the key, the value and the FS
 * ``mixed_precision``: ``dict(param_dtype=..., reduce_dtype=...)`` (dtypes or their names) ->
   ``MixedPrecisionPolicy``: the sharded parameters stay in their own dtype (fp32), the gathered
   ones used by forward and backward are ``param_dtype``, gradients are reduced in
-  ``reduce_dtype``.
+  ``reduce_dtype``. As FSDP1, BatchNorm layers (``_module_classes_to_ignore``) keep their own
+  dtype: each gets its own ``fully_shard`` without ``param_dtype`` (its running statistics are
+  fp32, and BatchNorm takes a bf16 input with fp32 weights).
 * ``cpu_offload``: ``True`` or ``dict(offload_params=True)`` -> ``CPUOffloadPolicy()``.
 * ``auto_wrap_policy``: FSDP1's policy, ``policy(module, recurse, nonwrapped_numel) -> bool``
   (a callable, a registered or dotted name, or a dict with ``type`` and its arguments); the
@@ -53,12 +55,12 @@ REFUSED = {
                                "model.to() before wrapping"),
     'keep_low_precision_grads': ((False, ), "FSDP2's gradients have the sharded parameters' "
                                             'dtype; set reduce_dtype for the reduction'),
-    'cast_root_forward_inputs': ((True, ), 'FSDP2 casts the inputs of every wrapped module '
-                                           '(cast_forward_inputs)'),
 }
 MIXED_PRECISION_KEYS = ('param_dtype', 'reduce_dtype', 'output_dtype', 'cast_forward_inputs',
                         'buffer_dtype', 'keep_low_precision_grads', 'cast_root_forward_inputs',
                         '_module_classes_to_ignore')
+# The modules FSDP1's mixed precision leaves in their own dtype, unless told otherwise.
+FULL_PRECISION_CLASSES = (nn.modules.batchnorm._BatchNorm, )
 
 
 def _name(value):
@@ -82,12 +84,12 @@ def parse_dtype(key: str, value) -> Optional[torch.dtype]:
     return dtype
 
 
-def mixed_precision_policy(mixed_precision):
+def mixed_precision_policy(mixed_precision) -> tuple:
     """``mixed_precision`` (None, a dict, FSDP1's ``MixedPrecision``, FSDP2's policy) as FSDP2's
-    ``MixedPrecisionPolicy``."""
+    ``MixedPrecisionPolicy``, and the module classes kept in their own dtype."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
     if mixed_precision is None or isinstance(mixed_precision, MixedPrecisionPolicy):
-        return mixed_precision or MixedPrecisionPolicy()
+        return mixed_precision or MixedPrecisionPolicy(), ()
     if dataclasses.is_dataclass(mixed_precision):  # FSDP1's MixedPrecision
         mixed_precision = dataclasses.asdict(mixed_precision)
     if not isinstance(mixed_precision, dict):
@@ -97,13 +99,19 @@ def mixed_precision_policy(mixed_precision):
     if unknown:
         raise ValueError(f'MMFullyShardedDataParallel: mixed_precision has unknown keys {unknown}'
                          f'; allowed: {list(MIXED_PRECISION_KEYS[:5])}')
-    for key in ('buffer_dtype', 'keep_low_precision_grads', 'cast_root_forward_inputs'):
+    for key in ('buffer_dtype', 'keep_low_precision_grads'):
         if key in mixed_precision:
             refuse_unless_allowed(key, mixed_precision[key])
-    return MixedPrecisionPolicy(
+    # FSDP1 casts the root's inputs (cast_root_forward_inputs, True by default) and, with
+    # cast_forward_inputs, every wrapped module's; FSDP2 has the second switch only.
+    cast = mixed_precision.get('cast_forward_inputs', True) or \
+        mixed_precision.get('cast_root_forward_inputs', True)
+    policy = MixedPrecisionPolicy(
         **{key: parse_dtype(key, mixed_precision.get(key))
            for key in ('param_dtype', 'reduce_dtype', 'output_dtype')},
-        cast_forward_inputs=bool(mixed_precision.get('cast_forward_inputs', True)))
+        cast_forward_inputs=bool(cast))
+    kept = mixed_precision.get('_module_classes_to_ignore', FULL_PRECISION_CLASSES)
+    return policy, tuple(kept) if policy.param_dtype is not None else ()
 
 
 def offload_policy(cpu_offload):
@@ -168,7 +176,8 @@ def fully_shard_arguments(sharding_strategy=None, cpu_offload=None, mixed_precis
                                                                                           dict]:
     """``(arguments of fully_shard, the rest)`` from MMEngine's keys; the rest are the keys
     the wrapper itself acts on (``auto_wrap_policy``, ``device_id``, ``sync_module_states``,
-    ``ignored_modules``, ``process_group``); anything else is refused here."""
+    ``ignored_modules``, ``process_group``) and ``full_precision``: the module classes that
+    get their own ``fully_shard`` without ``param_dtype``. Anything else is refused here."""
     for key, value in (('sharding_strategy', sharding_strategy),
                        ('backward_prefetch', backward_prefetch),
                        ('use_orig_params', use_orig_params)):
@@ -190,5 +199,6 @@ def fully_shard_arguments(sharding_strategy=None, cpu_offload=None, mixed_precis
                         "MMEngine's sharding_strategy, mixed_precision, cpu_offload, "
                         f'backward_prefetch, use_orig_params, {", ".join(own)}, and FSDP2\'s '
                         'reshard_after_forward')
-    return dict(reshard_after_forward=reshard, mp_policy=mixed_precision_policy(mixed_precision),
+    mp_policy, kwargs['full_precision'] = mixed_precision_policy(mixed_precision)
+    return dict(reshard_after_forward=reshard, mp_policy=mp_policy,
                 offload_policy=offload_policy(cpu_offload)), kwargs

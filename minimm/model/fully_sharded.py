@@ -26,6 +26,7 @@ Different from MMEngine: built on FSDP2, not FSDP1 (no flat parameters; ``state_
 DTensors); ``param_init_fn`` and the hybrid strategies are refused (fsdp_options.py says what to
 write instead).
 """
+import sys
 from typing import Dict, Union
 
 import torch
@@ -57,8 +58,9 @@ def _mesh(device_type: str, process_group):
 def broadcast_whole_tensors(tensors) -> None:
     """Broadcast rank 0's value of each tensor every rank holds whole; a DTensor (a sharded
     parameter) holds each rank's own rows and is left alone."""
+    dtensor = sys.modules.get('torch.distributed.tensor')  # loaded where a DTensor exists
     for tensor in tensors:
-        if type(tensor).__name__ != 'DTensor':
+        if dtensor is None or not isinstance(tensor, dtensor.DTensor):
             broadcast(tensor)
 
 
@@ -81,7 +83,7 @@ class MMFullyShardedDataParallel(nn.Module):
                  mixed_precision=None, param_init_fn=None, use_orig_params: bool = True,
                  **kwargs):
         super().__init__()
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         shard_args, own = fully_shard_arguments(
             sharding_strategy=sharding_strategy, cpu_offload=cpu_offload,
             mixed_precision=mixed_precision, backward_prefetch=backward_prefetch,
@@ -95,8 +97,15 @@ class MMFullyShardedDataParallel(nn.Module):
         ignored = {p for m in own.get('ignored_modules') or () for p in m.parameters()}
         mesh = _mesh(device.type, process_group)
         # Innermost first: each picked submodule gathers its own weights, the root the rest.
-        for submodule in modules_to_shard(module, policy) + [module]:
-            fully_shard(submodule, mesh=mesh, ignored_params=ignored or None, **shard_args)
+        # Layers kept in their own dtype under mixed precision (BatchNorm) come first, alone.
+        own_dtype = [m for m in module.modules() if isinstance(m, own['full_precision'])]
+        picked = [m for m in modules_to_shard(module, policy) if m not in own_dtype]
+        for submodule in own_dtype + picked + [module]:
+            args = shard_args
+            if submodule in own_dtype:
+                args = dict(shard_args, mp_policy=MixedPrecisionPolicy(
+                    reduce_dtype=shard_args['mp_policy'].reduce_dtype))
+            fully_shard(submodule, mesh=mesh, ignored_params=ignored or None, **args)
         self.module = module
 
     def forward(self, *args, **kwargs):

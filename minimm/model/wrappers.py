@@ -12,8 +12,9 @@ Validation and testing need no gradient synchronisation and simply delegate to t
 children (torch's ``DistributedDataParallel`` and ``DataParallel``, this class, a package's own),
 which hooks ask before reaching for ``model.module``, as in MMEngine.
 
-Left out compared with MMEngine: ``detect_anomalous_params`` and the other wrappers (FSDP,
-DeepSpeed, ``MMSeparateDistributedDataParallel``).
+Left out compared with MMEngine: ``detect_anomalous_params``, the DeepSpeed wrapper and
+``MMSeparateDistributedDataParallel``. FSDP's ``MMFullyShardedDataParallel`` is in
+``fully_sharded.py`` (on torch's FSDP2).
 """
 from typing import Dict, Optional, Sequence, Union
 

@@ -6,9 +6,9 @@ Each holds one kind of object the Runner builds from a config; a class joins one
 package that fills it, so ``PARAM_SCHEDULERS.get('StepLR')`` works before anyone imported
 ``minimm.optim``. A downstream package's ``registry.py`` makes children of these.
 
-``STRATEGIES``, ``TRANSFORMS``, ``WEIGHT_INITIALIZERS``, ``TASK_UTILS`` and ``INFERENCERS`` stay
-empty in minimm (it has no strategies, transforms, initialisers, task utilities or inferencers):
-they exist so that a downstream ``registry.py`` that imports all twenty-three works unchanged.
+``TRANSFORMS``, ``WEIGHT_INITIALIZERS``, ``TASK_UTILS`` and ``INFERENCERS`` stay empty in
+minimm (it has no transforms, initialisers, task utilities or inferencers): they exist so that a
+downstream ``registry.py`` that imports all twenty-three works unchanged.
 """
 import inspect
 
@@ -29,7 +29,8 @@ RUNNERS = Registry('runner', build_func=build_runner_from_cfg, locations=['minim
 RUNNER_CONSTRUCTORS = Registry('runner constructor', locations=['minimm.runner'])
 LOOPS = Registry('loop', locations=['minimm.runner'])
 HOOKS = Registry('hook', locations=['minimm.hooks'])
-STRATEGIES = Registry('strategy')
+# How a FlexibleRunner spreads the model over the processes (``strategy``).
+STRATEGIES = Registry('strategy', locations=['minimm.runner'])
 DATASETS = Registry('dataset', locations=['minimm.dataset'])
 DATA_SAMPLERS = Registry('data sampler', locations=['minimm.dataset'])
 TRANSFORMS = Registry('transform')

@@ -19,8 +19,9 @@ The Runner's other ideas each have their own file, mixed into the class here:
 ``default_scope`` is MMEngine's: it names the package whose child registries every build looks
 in first (``registry/default_scope.py``).
 
-Left out compared with MMEngine: strategies (FSDP/DeepSpeed), ``OptimWrapperDict`` (several
-optimizers), ``compile`` and activation checkpointing. Different: most attributes that MMEngine
+Left out compared with MMEngine: ``OptimWrapperDict`` (several optimizers) and ``compile``.
+FSDP is ``model_wrapper_cfg=dict(type='MMFullyShardedDataParallel')`` here, or
+``FlexibleRunner``'s strategies (``flexible_runner.py``). Different: most attributes that MMEngine
 exposes as read-only properties without computing anything (``work_dir``, ``seed``, ``rank``...)
 are plain attributes here; ``experiment_name`` and ``log_dir`` keep MMEngine's
 ``_experiment_name``/``_log_dir`` behind them, because code outside the Runner uses those.
