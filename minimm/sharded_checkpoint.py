@@ -32,9 +32,13 @@ own quarter (``load_sharded_checkpoint``). A run whose model is not sharded (one
 ``minimm test``) reads every tensor whole, without a process group (``read_checkpoint``).
 
 **One file, when it must be one.** ``save_full_checkpoint`` gathers every shard (a collective) and
-writes a single plain file on rank 0, which ``torch.load(weights_only=True)`` reads: the form to
-deploy or share (``FSDPStrategy(state_dict_cfg='full')``; on the Runner, CheckpointHook's
-``published_keys`` and EMAOnlyCheckpointHook write such files from sharded checkpoints).
+writes a single plain file on rank 0, which ``torch.load(weights_only=True)`` reads: what a
+FlexibleRunner with ``FSDPStrategy(state_dict_cfg='full')`` saves. Its ``meta['shard_layout']``
+names the entries that were shards, so a sharded run resumes from it, each rank cutting its own
+part again (``shard_whole``). On the Runner, ``CheckpointHook(published_keys=[...])`` and
+``EMAOnlyCheckpointHook`` write whole files from sharded checkpoints (rank 0 reads the folder
+whole), to deploy or share; and a sharded model starts from any whole file (``load_from``: its
+weights are laid out like the model's, ``shard_like``).
 
 **Reading runs no code**, as for a checkpoint file: DCP writes its ``.metadata`` with ``pickle``
 and would read it back with ``pickle.load``, which runs whatever the file names. minimm reads it
@@ -59,6 +63,7 @@ from .dist import barrier, is_main_process
 from .plain_data import to_plain_data
 
 PLAIN_PART = 'checkpoint.pth'
+LAYOUT = 'shard_layout'  # in a whole file's meta: the entries that were shards, and how
 MARKER = '__shard__'  # the key that makes a dict a marker: its value is the key in the DCP part
 
 
@@ -72,6 +77,16 @@ def is_sharded(model: torch.nn.Module) -> bool:
     """Whether ``model`` has sharded (DTensor) parameters, so its checkpoints are sharded."""
     dtensor = _dtensor_class()
     return dtensor is not None and any(isinstance(p, dtensor) for p in model.parameters())
+
+
+def saves_whole_files(runner) -> bool:
+    """Whether a run of a sharded model asks for whole checkpoint files:
+    ``FSDPStrategy(state_dict_cfg='full')`` (or MMEngine's dict with
+    ``state_dict_type='FULL_STATE_DICT'``) on a FlexibleRunner. Otherwise each rank saves its
+    shards (``'local'``, the default, and the Runner's way)."""
+    cfg = getattr(getattr(runner, 'strategy', None), 'state_dict_cfg', 'local')
+    return (cfg.get('state_dict_type') if isinstance(cfg, dict) else cfg) in (
+        'full', 'FULL_STATE_DICT')
 
 
 def is_sharded_checkpoint(path: str) -> bool:
@@ -98,21 +113,24 @@ def _placements(words: list) -> list:
     return [Replicate() if word == 'Replicate()' else Shard(int(word[6:-1])) for word in words]
 
 
-def _map(value, key: str, fn: Callable):
-    """``value`` rebuilt with ``fn(key, leaf)`` in place of each DTensor or marker leaf, keys
-    joined by ``/``. Containers are rebuilt (an OrderedDict keeps its ``_metadata``)."""
+def _shard_or_marker(value) -> bool:
+    dtensor = _dtensor_class()
+    return (dtensor is not None and isinstance(value, dtensor)) or isinstance(value, dict)
+
+
+def _map(value, key: str, fn: Callable, is_leaf: Callable = _shard_or_marker):
+    """``value`` rebuilt with ``fn(key, leaf)`` in place of each leaf (by default each DTensor
+    or marker), keys joined by ``/``. Containers are rebuilt (an OrderedDict keeps its
+    ``_metadata``)."""
     if isinstance(value, dict) and MARKER not in value:
-        rebuilt = type(value)((k, _map(v, f'{key}/{k}' if key else str(k), fn))
+        rebuilt = type(value)((k, _map(v, f'{key}/{k}' if key else str(k), fn, is_leaf))
                               for k, v in value.items())
         if hasattr(value, '_metadata'):
             rebuilt._metadata = value._metadata  # a state dict's module versions
         return rebuilt
     if type(value) in (list, tuple):
-        return type(value)(_map(v, f'{key}/{i}', fn) for i, v in enumerate(value))
-    dtensor = _dtensor_class()
-    if (dtensor is not None and isinstance(value, dtensor)) or isinstance(value, dict):
-        return fn(key, value)
-    return value
+        return type(value)(_map(v, f'{key}/{i}', fn, is_leaf) for i, v in enumerate(value))
+    return fn(key, value) if is_leaf(value) else value
 
 
 def _split(checkpoint: dict):
@@ -175,8 +193,17 @@ def save_sharded_checkpoint(checkpoint: dict, filename: str) -> None:
 
 def save_full_checkpoint(checkpoint: dict, filename: str) -> None:
     """Write ``checkpoint`` as one plain file on rank 0, each DTensor gathered whole. Every rank
-    calls it (the gathering is a collective, and each rank holds a whole copy for a moment)."""
-    whole = _map(checkpoint, '', lambda key, tensor: tensor.full_tensor().cpu())
+    calls it (the gathering is a collective, and each rank holds a whole copy for a moment).
+    ``meta['shard_layout']`` records which entries were shards, so a resumed run can shard them
+    again (``shard_whole``)."""
+    layout = {}
+
+    def gather(key, tensor):
+        layout[key] = _placement_words(tensor)
+        return tensor.full_tensor().cpu()
+    whole = _map(checkpoint, '', gather)
+    if isinstance(whole.get('meta'), dict):
+        whole['meta'] = dict(whole['meta'], **{LAYOUT: layout})
     if is_main_process():
         save_checkpoint(whole, filename)
     barrier()
@@ -309,3 +336,32 @@ def shard_like(state_dict: dict, model: torch.nn.Module, revise_keys=()) -> dict
     if hasattr(state_dict, '_metadata'):
         laid_out._metadata = state_dict._metadata
     return laid_out
+
+
+def shard_whole(checkpoint: dict, model: torch.nn.Module, filename: str, revise_keys=(),
+                resuming: bool = False) -> dict:
+    """A whole file's ``checkpoint``, for the sharded ``model``. Written by
+    ``save_full_checkpoint`` (its ``meta['shard_layout']``): every entry that was a shard is
+    sharded again, as it was, over the model's mesh. Any other file (a DDP run's, a published
+    one) holds no such record: its ``state_dict`` is laid out like the model's weights
+    (``shard_like``), enough to start from (``load_from``), not to resume (``resuming``: a
+    ValueError)."""
+    from torch.distributed.tensor import distribute_tensor
+    layout = (checkpoint.get('meta') or {}).get(LAYOUT)
+    if layout is None:
+        if resuming:
+            raise ValueError(f'cannot resume the sharded model from the file {filename!r}: it '
+                             'does not say which of its tensors were shards (only a sharded '
+                             "checkpoint, or FSDPStrategy(state_dict_cfg='full')'s file, does); "
+                             'start from its weights with load_from')
+        if 'state_dict' in checkpoint:
+            checkpoint['state_dict'] = shard_like(checkpoint['state_dict'], model, revise_keys)
+        return checkpoint
+    dtensor = _dtensor_class()
+    mesh = next(p.device_mesh for p in model.parameters() if isinstance(p, dtensor))
+
+    def place(key, tensor):
+        if key not in layout:
+            return tensor
+        return distribute_tensor(tensor, mesh, _placements(layout[key]), src_data_rank=None)
+    return _map(checkpoint, '', place, lambda value: isinstance(value, torch.Tensor))

@@ -144,6 +144,18 @@ def _from_whole_file(tmp) -> dict:
     return dict(acc=acc, refused=None)
 
 
+def _whole_files(tmp) -> None:
+    """FlexibleRunner with FSDPStrategy(state_dict_cfg='full'): whole files; 1 epoch, then
+    resumed from its file for a second."""
+    from minimm.runner import FlexibleRunner
+    for epochs, resume in ((1, False), (2, True)):
+        cfg = _config(tmp, osp.join(tmp, 'whole_files'), 4, 'pytorch')
+        cfg.pop('model_wrapper_cfg')
+        cfg.strategy = dict(type='FSDPStrategy', state_dict_cfg='full')
+        cfg.resume, cfg.train_cfg.max_epochs = resume, epochs
+        FlexibleRunner.from_cfg(cfg).train()
+
+
 def _first_spawn(rank, tmp):
     """The uninterrupted run, then the killed run resumed (``resume=True``, what ``--resume``
     sets), on the same 2 processes; and PostHocEMAHook's snapshots of a sharded model."""
@@ -153,6 +165,7 @@ def _first_spawn(rank, tmp):
     _posthoc_snapshots(osp.join(tmp, 'posthoc_sharded'),
                        lambda t: distribute_tensor(t, mesh, [Shard(0)]))
     straight = _train(rank, tmp, 'straight', 4, False, copy_to=['to4', 'to1', 'at2'])
+    _whole_files(tmp)
     return dict(straight=straight, killed=_train(rank, tmp, 'killed', 4, True),
                 from_file=_from_whole_file(tmp))
 
@@ -359,7 +372,8 @@ def test_max_keep_ckpts_deletes_old_sharded_checkpoints_and_nothing_else(runs, t
     (tmp_path / 'epoch_1.pth' / 'notes.txt').write_text('mine')
     assert not _remove(str(tmp_path / 'epoch_1.pth'))
     assert (tmp_path / 'epoch_1.pth' / 'notes.txt').exists()
-    ours = osp.join(runs['tmp'], 'at2', 'epoch_2.pth')
+    ours = str(tmp_path / 'epoch_2.pth')
+    shutil.copytree(osp.join(runs['tmp'], 'at2', 'epoch_2.pth'), ours)
     assert _remove(ours) and not osp.exists(ours)
 
 
@@ -405,3 +419,20 @@ def test_reading_a_sharded_checkpoint_runs_no_code_from_its_index(runs, tmp_path
     with pytest.raises(UntrustedCheckpointError, match=r"names io\.open.*trusted=True"):
         read_checkpoint(str(planted))
     assert not (tmp_path / 'ran').exists()
+
+
+def test_state_dict_cfg_full_writes_whole_files_that_resume_sharded(runs):
+    """FSDPStrategy(state_dict_cfg='full'): every checkpoint one whole file on rank 0 (read with
+    weights_only=True); resumed, its shards are cut again and the run goes on bit for bit as
+    the sharded-checkpoint run."""
+    folder = osp.join(runs['tmp'], 'whole_files')
+    for epoch in (1, 2):
+        path = osp.join(folder, f'epoch_{epoch}.pth')
+        assert osp.isfile(path)
+        meta = torch.load(path, weights_only=True)['meta']
+        assert meta['world_size'] == 2 and meta['shard_layout']['state_dict/layers.0.weight'] == [
+            'Shard(0)']
+    resumed = _tensors(osp.join(folder, 'epoch_2.pth'))
+    straight = _tensors(osp.join(runs['tmp'], 'at2', 'epoch_2.pth'))
+    assert list(resumed) == list(straight)
+    assert all(torch.equal(resumed[k], straight[k]) for k in straight)

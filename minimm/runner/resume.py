@@ -31,8 +31,8 @@ from ..dist import is_main_process
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
-from ..sharded_checkpoint import (is_sharded, load_sharded_checkpoint, save_sharded_checkpoint,
-                                  shard_like)
+from ..sharded_checkpoint import (is_sharded, load_sharded_checkpoint, save_full_checkpoint,
+                                  save_sharded_checkpoint, saves_whole_files, shard_whole)
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
 from ..work_dir import (checkpoints_in, claim_for_training, hold_work_dir, make_work_dir,
@@ -164,14 +164,8 @@ class CheckpointMixin:
                 isinstance(value, torch.Tensor) for value in checkpoint.values()):
             checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
         if is_sharded(self.model) and not osp.isdir(filename):  # a whole file, for shards
-            if self._loading_for == 'resume':
-                raise ValueError(f'cannot resume the sharded model from the file {filename!r}: '
-                                 'its optimizer and EMA states are whole, not sharded; resume '
-                                 'from a sharded checkpoint (a folder), or start from its '
-                                 'weights with load_from')
-            if 'state_dict' in checkpoint:
-                checkpoint['state_dict'] = shard_like(checkpoint['state_dict'], self.model,
-                                                      revise_keys)
+            checkpoint = shard_whole(checkpoint, self.model, filename, revise_keys,
+                                     resuming=self._loading_for == 'resume')
         # Loading to train (load_from) may fine-tune: a head of another shape is then skipped,
         # with a warning, as in MMEngine; to test, validate or resume, every weight must fit.
         # Values are checked before the hooks see the file too (EMAHook loads it into its copy),
@@ -331,5 +325,9 @@ class CheckpointMixin:
         if save_param_scheduler:
             checkpoint['param_schedulers'] = [s.state_dict() for s in self.param_schedulers]
         self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
-        (save_sharded_checkpoint if sharded else save_checkpoint)(checkpoint,
-                                                                  osp.join(out_dir, filename))
+        if not sharded:
+            save_checkpoint(checkpoint, osp.join(out_dir, filename))
+        elif saves_whole_files(self):  # FSDPStrategy(state_dict_cfg='full'): gathered, one file
+            save_full_checkpoint(checkpoint, osp.join(out_dir, filename))
+        else:
+            save_sharded_checkpoint(checkpoint, osp.join(out_dir, filename))
