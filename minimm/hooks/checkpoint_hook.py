@@ -8,10 +8,12 @@ still knows which old files to delete and which score to beat.
 * Periodic: after every ``interval`` epochs (``by_epoch=True``) or iterations, counted from
   ``save_begin``, and at the end of training when ``save_last``. Files are ``epoch_{N}.pth`` or
   ``iter_{N}.pth`` (``filename_tmpl``) in ``out_dir`` (default: the work dir; when set, the work
-  dir's name is appended), and ``work_dir/last_checkpoint`` names the newest one.
+  dir's name is appended), and ``work_dir/last_checkpoint`` names the newest one. A sharded
+  model's checkpoints are folders of those names (``minimm/sharded_checkpoint.py``).
 * ``max_keep_ckpts``: when a new periodic file exceeds the limit, the oldest is deleted, after the
   new one and ``last_checkpoint`` are written (MMEngine deletes first, so a failed save could
-  leave no checkpoint at all).
+  leave no checkpoint at all); a folder of that name is deleted only if it is a sharded
+  checkpoint (MMEngine deletes any folder there).
 * ``save_best``: after each validation, a metric (``'auto'`` = the first one; a list for several)
   better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when
   not given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the

@@ -7,7 +7,8 @@ a checkpoint and what is restored from it:
 
 * ``save_checkpoint``: ``meta`` (counters, config, seed, world size, dataset metainfo...),
   ``state_dict``, ``message_hub``, ``optimizer`` and ``param_schedulers``; hooks may change the
-  dict in ``before_save_checkpoint``.
+  dict in ``before_save_checkpoint``. A sharded model's (DTensor parameters) is a folder that
+  every rank writes its shards into (``minimm/sharded_checkpoint.py``, which also reads it back).
 * ``load_checkpoint``: weights only (``load_from``: fine-tuning, testing); hooks see the dict in
   ``after_load_checkpoint`` before the weights are applied.
 * ``resume``: weights, counters, MessageHub, optimizer and schedulers, so training continues as if
