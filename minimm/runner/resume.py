@@ -231,9 +231,16 @@ class CheckpointMixin:
             if meta['epoch'] > 0 and meta['iter'] % meta['epoch'] == 0:
                 saved_per_epoch = meta['iter'] // meta['epoch']
         message = world_size_change_message(meta.get('world_size'), self.world_size, per_epoch,
-                                            saved_per_epoch)
+                                            saved_per_epoch, self._samples_per_iter(),
+                                            meta.get('samples_per_iter'))
         if message is not None:
             self.logger.warning(message)
+
+    def _samples_per_iter(self) -> Optional[int]:
+        """One training iteration's samples over all ranks, when the dataloader says its batch
+        size (None for a config not built yet, or a batch sampler)."""
+        batch_size = getattr(self.train_dataloader, 'batch_size', None)
+        return batch_size * self.world_size if isinstance(batch_size, int) else None
 
     def _warn_if_finished(self) -> None:
         """Say when a resumed run has nothing left to train, or when a scheduler's ``end`` was
@@ -288,7 +295,8 @@ class CheckpointMixin:
         meta.update(cfg=self.cfg.pretty_text, seed=self.seed,
                     experiment_name=self.experiment_name,
                     time=time.strftime('%Y%m%d_%H%M%S', time.localtime()),
-                    minimm_version=__version__, world_size=self.world_size)
+                    minimm_version=__version__, world_size=self.world_size,
+                    samples_per_iter=self._samples_per_iter())
         dataset_meta = getattr(self.train_dataloader.dataset, 'metainfo', None)
         if dataset_meta is not None:
             meta['dataset_meta'] = dataset_meta
