@@ -11,6 +11,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "kernel_kinds.cuh"
 #include "multi_tensor_apply.cuh"
 #include "pack.h"
 
@@ -63,25 +64,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 constexpr int32_t kKinds = kScale0 + kScaleTypes;
 
-// The launch of kernel `kind`, found by recursion over the kinds at compile time.
-template <int K = 0>
+// The pack kernel of kind k (kernel_kinds.cuh), and its launch over segment `s`.
+const auto pack_kernel_of = [](auto k) { return &pack_kernel<decltype(k)::value>; };
+
 void launch_kind(int32_t kind, const Table& table, const Segment& s, double scale, cudaStream_t stream) {
-  if constexpr (K < kKinds) {
-    if (kind != K) return launch_kind<K + 1>(kind, table, s, scale, stream);
-    MINIMM_LAUNCH(pack_kernel<K>, s.blocks, kThreads, stream,
+  with_kind<kKinds>(kind, [&](auto k) {
+    MINIMM_LAUNCH(pack_kernel<decltype(k)::value>, s.blocks, kThreads, stream,
                   table.device.const_data_ptr<unsigned char>(),
                   static_cast<int32_t>(table.rows.size()), s.first, s.count, scale);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-}
-
-// The grid of kernel `kind` over `chunks` chunks (the same recursion).
-template <int K = 0>
-unsigned int grid_of(int32_t kind, int64_t chunks) {
-  if constexpr (K < kKinds) {
-    return kind == K ? grid_for(pack_kernel<K>, chunks) : grid_of<K + 1>(kind, chunks);
-  }
-  return 0;
+  });
 }
 
 bool pack_run_cuda(Table& table, const at::Device& device, double scale, const char* capture_error) {
@@ -91,7 +83,7 @@ bool pack_run_cuda(Table& table, const at::Device& device, double scale, const c
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   if (!table.device.defined()) {
     group_by_kind(table, kKinds, [](const Row& row) { return row.kernel; });
-    upload(table, device, capture_error, grid_of<0>);
+    upload(table, device, capture_error, grids_of<kKinds>(pack_kernel_of));
   }
   use_on(table, stream);
   for (const Segment& segment : table.segments) launch_kind(segment.kind, table, segment, scale, stream);
