@@ -30,7 +30,12 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 Bug = collections.namedtuple('Bug', 'name path text replacement first')
 EQUAL, EMU = 'tests/test_ops_cuda_equal.py::', 'tests/test_cuda_emu.py::'
-PLAN, LIST_OP = EQUAL + 'test_cpu_native_equals_the_device_plan', EQUAL + 'test_cpu_native_equals_the_device_list_op_aligned_or_not'
+PLAN = EQUAL + 'test_cpu_native_equals_the_device_plan'
+LIST_OP = EQUAL + 'test_cpu_native_equals_the_device_list_op_aligned_or_not'
+ANY_ORDER = EMU + 'test_any_order_and_grid_gives_the_cpu_kernels_bits'
+STREAMS = EMU + 'test_a_plan_runs_on_the_current_stream_and_remembers_four_streams_at_most'
+TAILS = EMU + 'test_byte_copies_with_tails_equal_the_cpu_pack'
+ONE_CHUNK = EMU + 'test_every_element_of_a_plan_is_in_exactly_one_chunk'
 COMPILE_LANE = 'tests/compile_cuda.sh'
 
 # One bug each: its file, the text it replaces and with what, and the tests it is planted against
@@ -47,7 +52,7 @@ BUGS = [Bug(*bug) for bug in [
      'if (true) {', EQUAL + 'test_a_plan_of_misaligned_views_equals_cpu_native'),
     ('grid stride of one block', 'csrc/ema_kernel.cu',
      'u < count * l.targets; u += gridDim.x) {',
-     'u < count * l.targets; u += 1) {', EMU + 'test_any_order_and_grid_gives_the_cpu_kernels_bits'),
+     'u < count * l.targets; u += 1) {', ANY_ORDER),
     ('counter incremented before the launches', 'csrc/ema_kernel.cu',
      '  for (const Segment& segment : table.segments) launch_kind(segment.kind, '
      'l, segment, stream);\n'
@@ -67,20 +72,21 @@ BUGS = [Bug(*bug) for bug in [
      'return static_cast<E>(std::fma(w, sub_rn(sv, a), a));', LIST_OP),
     ('segment start ignored', 'csrc/ema_kernel.cu',
      'stream, l, s.first, s.count);',
-     'stream, l, 0, s.count);', EMU + 'test_any_order_and_grid_gives_the_cpu_kernels_bits'),
+     'stream, l, 0, s.count);', ANY_ORDER),
     ('mirrored byte pairs skipped on skipped calls', 'csrc/ema_kernel.cu',
      'if (row.mode == kCopyAlways || action[k] != kSkip)',
      'if (action[k] != kSkip)', PLAN),
     ('capture keeps nothing alive', 'csrc/ema_kernel.cu',
      '    keep_for_graph(stream, plan.table, counters);',
-     '    (void)counters;', EMU + 'test_a_graph_keeps_what_it_replays_alive_after_its_plan_and_tensors_are_gone'),
+     '    (void)counters;',
+     EMU + 'test_a_graph_keeps_what_it_replays_alive_after_its_plan_and_tensors_are_gone'),
     ('increment on another stream than the current one', 'csrc/ema_kernel.cu',
      'MINIMM_LAUNCH(increment_kernel, 1, 1, stream, l);',
-     'MINIMM_LAUNCH(increment_kernel, 1, 1, nullptr, l);',
-     EMU + 'test_a_plan_runs_on_the_current_stream_and_remembers_four_streams_at_most'),
+     'MINIMM_LAUNCH(increment_kernel, 1, 1, nullptr, l);', STREAMS),
     ('padding zeroed one byte short', 'csrc/pack_kernel.cu',
      'zero_bytes(dst, chunk.n);',
-     'zero_bytes(dst, chunk.n - 1);', EQUAL + 'test_cpu_native_and_the_twin_equal_the_device_pack_and_scaled_unpack'),
+     'zero_bytes(dst, chunk.n - 1);',
+     EQUAL + 'test_cpu_native_and_the_twin_equal_the_device_pack_and_scaled_unpack'),
     ('scaled int64 through int32', 'csrc/pack_kernel.cu',
      'round_into<T>(__dmul_rn(static_cast<double>(v), scale));',
      'round_into<T>(__dmul_rn(static_cast<double>(static_cast<int32_t>(v)), scale));',
@@ -91,19 +97,20 @@ BUGS = [Bug(*bug) for bug in [
      EQUAL + 'test_integer_results_out_of_range_are_clamped'),
     ('byte copy: the last tail byte dropped', 'csrc/multi_tensor_apply.cuh',
      'j < n; j += kThreads) dst[j] = src[j];',
-     'j < n - 1; j += kThreads) dst[j] = src[j];', EMU + 'test_byte_copies_with_tails_equal_the_cpu_pack'),
+     'j < n - 1; j += kThreads) dst[j] = src[j];', TAILS),
     ('multi-EMA grid sized for one target', 'csrc/multi_tensor_apply.cuh',
      'grid_of(segment.kind, segment.count * table.targets)',
      'grid_of(segment.kind, segment.count)', EMU + 'test_a_joint_plan_grid_counts_every_target'),
     ('stream list unbounded', 'csrc/multi_tensor_apply.cuh',
      'if (table.streams.size() == kStreamsKept)',
-     'if (false)', EMU + 'test_a_plan_runs_on_the_current_stream_and_remembers_four_streams_at_most'),
+     'if (false)', STREAMS),
     ('16-byte copies on 8-byte alignment', 'csrc/multi_tensor_apply.cuh',
      'if (both % 16 == 0) copy_words<uint4>',
-     'if (both % 8 == 0) copy_words<uint4>', EMU + 'test_byte_copies_with_tails_equal_the_cpu_pack'),
+     'if (both % 8 == 0) copy_words<uint4>', TAILS),
     ('empty grid for a one-chunk segment', 'csrc/multi_tensor_apply.cuh',
      'std::min<int64_t>(int64_t{sms} * per_sm, chunks)',
-     'std::min<int64_t>(int64_t{sms} * per_sm, chunks - 1)', EMU + 'test_a_grid_has_one_block_at_least'),
+     'std::min<int64_t>(int64_t{sms} * per_sm, chunks - 1)',
+     EMU + 'test_a_grid_has_one_block_at_least'),
     ('table: chunks read at the wrong offset', 'csrc/multi_tensor_apply.cuh',
      'table + rows * static_cast<int64_t>(sizeof(Row))',
      'table + (rows - 1) * static_cast<int64_t>(sizeof(Row))', PLAN),
@@ -112,11 +119,10 @@ BUGS = [Bug(*bug) for bug in [
      'w.gamma);', EMU + 'test_fp64_averages_equal_the_python_weights_bit_for_bit'),
     ('table: segments one chunk short', 'csrc/table.h',
      'start[k], start[k + 1] - start[k], 0}',
-     'start[k], start[k + 1] - start[k] - (k == 0), 0}', EMU + 'test_every_element_of_a_plan_is_in_exactly_one_chunk'),
+     'start[k], start[k + 1] - start[k] - (k == 0), 0}', ONE_CHUNK),
     ('table: chunks overlapping by one element', 'csrc/table.h',
      'static_cast<int32_t>(std::min(per_chunk, numel - first))',
-     'static_cast<int32_t>(std::min(per_chunk + 1, numel - first))',
-     EMU + 'test_every_element_of_a_plan_is_in_exactly_one_chunk'),
+     'static_cast<int32_t>(std::min(per_chunk + 1, numel - first))', ONE_CHUNK),
 ]]
 
 # Bugs the emulated lane cannot see but the CUDA compile lane can: planted and checked by it.
@@ -129,8 +135,10 @@ COMPILE_BUGS = [Bug(*bug) for bug in [
 # Bugs only a GPU can show: the emulator has one thread of execution, no allocator of device
 # memory, no pinned memory. Listed in README.md with what would catch each; not planted here.
 GPU_ONLY = [
-    ('record_stream dropped (record_on returns early)', 'tests/test_ops_cuda_equal.py two-streams test, GPU'),
-    ('one pinned staging buffer reused by every upload', 'test_ops_cuda.py on a GPU (non_blocking copy)'),
+    ('record_stream dropped (record_on returns early)',
+     'tests/test_ops_cuda_equal.py two-streams test, GPU'),
+    ('one pinned staging buffer reused by every upload',
+     'test_ops_cuda.py on a GPU (non_blocking copy)'),
     ('a race between blocks (two writers of one element)', 'compute-sanitizer racecheck, GPU'),
 ]
 
@@ -146,7 +154,8 @@ def check_patterns(root: str = REPO) -> list:
         if count != 1:
             problems.append(f'{name}: its text occurs {count} times in {path}, not once')
         for pair in ('()', '{}', '[]'):
-            if text.count(pair[0]) - text.count(pair[1]) != replacement.count(pair[0]) - replacement.count(pair[1]):
+            balance = [t.count(pair[0]) - t.count(pair[1]) for t in (text, replacement)]
+            if balance[0] != balance[1]:
                 problems.append(f'{name}: the replacement unbalances {pair}')
     return problems
 
@@ -155,8 +164,9 @@ def caught_by(output: str) -> str:
     """What caught a bug in a verbose pytest's output (stderr merged): the first failing test, or
     the test running when a sanitizer ended the process; and the report or emulator error."""
     failed = re.search(r'^FAILED (\S+)', output, re.M) or re.search(r'(\S+::\S+) FAILED', output)
-    report = re.search(r'ERROR: AddressSanitizer: [\w-]+|runtime error: [^\n]{0,60}|divergent __syncthreads\(\)'
-                       r'|invalid grid|launched on stream \d+|^E +\w+Error: [^\n]{0,70}', output, re.M)
+    report = re.search(r'ERROR: AddressSanitizer: [\w-]+|runtime error: [^\n]{0,60}'
+                       r'|divergent __syncthreads\(\)|invalid grid|launched on stream \d+'
+                       r'|^E +\w+Error: [^\n]{0,70}', output, re.M)
     test = failed[1] if failed else None
     if test is None and report:  # the process died: the last test pytest -v announced
         started = re.findall(r'^(tests/\S+::\S+)', output[:report.start()], re.M)
@@ -187,29 +197,37 @@ class Lanes:
     def __init__(self, scratch: str):
         self.copy, self.scratch = os.path.join(scratch, 'repo'), scratch
         preload = ':'.join(subprocess.run(['gcc', f'-print-file-name={lib}'], capture_output=True,
-                                          text=True).stdout.strip() for lib in ('libasan.so', 'libubsan.so'))
-        self.env = dict(os.environ, TORCH_EXTENSIONS_DIR=os.path.join(scratch, 'ext'), PYTHON=sys.executable,
-                        ASAN_OPTIONS='detect_leaks=0', PYTHONUNBUFFERED='1')
-        self.preloaded = dict(self.env, LD_PRELOAD=preload, OMP_NUM_THREADS='1', MINIMM_EMU_ORDER='0')
+                                          text=True).stdout.strip()
+                           for lib in ('libasan.so', 'libubsan.so'))
+        self.env = dict(os.environ, TORCH_EXTENSIONS_DIR=os.path.join(scratch, 'ext'),
+                        PYTHON=sys.executable, ASAN_OPTIONS='detect_leaks=0', PYTHONUNBUFFERED='1')
+        # As run.sh runs the tests, in the first of its three orders.
+        self.preloaded = dict(self.env, LD_PRELOAD=preload, OMP_NUM_THREADS='1',
+                              MINIMM_EMU_ORDER='0')
         self.library = None
 
     def call(self, command, log: str, env=None):
         with open(os.path.join(self.scratch, log), 'w') as f:
-            done = subprocess.run(command, cwd=self.copy, env=env or self.env, stdout=f, stderr=subprocess.STDOUT)
+            done = subprocess.run(command, cwd=self.copy, env=env or self.env, stdout=f,
+                                  stderr=subprocess.STDOUT)
         with open(os.path.join(self.scratch, log), errors='replace') as f:
             return done.returncode, f.read()
 
     def build(self, log: str) -> bool:
         code, output = self.call([sys.executable, 'tests/cuda_emu/build.py'], log, self.preloaded)
-        self.library = [line for line in output.splitlines() if line.endswith('.so')][-1] if code == 0 else None
-        return code == 0
+        if code:
+            return False
+        self.library = [line for line in output.splitlines() if line.endswith('.so')][-1]
+        return True
 
     def first(self, tests, log: str):
-        return self.call([sys.executable, '-m', 'pytest', '-x', '-v', '-p', 'no:cacheprovider', '--capture=sys']
-                         + tests.split(), log, dict(self.preloaded, MINIMM_EXT_LIBRARY=self.library))
+        pytest = [sys.executable, '-m', 'pytest', '-x', '-v', '-p', 'no:cacheprovider',
+                  '--capture=sys']
+        return self.call(pytest + tests.split(), log,
+                         dict(self.preloaded, MINIMM_EXT_LIBRARY=self.library))
 
     def lane(self, log: str, *args):
-        return self.call(['bash', 'tests/cuda_emu/run.sh', '-v', *args], log)
+        return self.call(['bash', 'tests/cuda_emu/run.sh', '-vv', *args], log)  # -q -vv: -v
 
     def compile_lane(self, log: str):
         return self.call(['bash', COMPILE_LANE], log)
@@ -239,7 +257,8 @@ def plant(lanes: Lanes, index: int, bug: Bug) -> tuple:
     finally:
         with open(target, 'w') as f:
             f.write(original)
-    verdict = 'NOT CAUGHT' if code == 0 else f'caught by {where}: {caught_by(output) or f"exit code {code}"}'
+    what = caught_by(output) or f'exit code {code}'
+    verdict = 'NOT CAUGHT' if code == 0 else f'caught by {where}: {what}'
     return verdict, built - start, time.monotonic() - built
 
 
@@ -251,21 +270,24 @@ def main(scratch: str, names) -> int:
     os.makedirs(scratch, exist_ok=True)
     sync(REPO, os.path.join(scratch, 'repo'))
     lanes = Lanes(scratch)
-    chosen = [(k, bug) for k, bug in enumerate(BUGS + COMPILE_BUGS) if not names or any(n in bug.name for n in names)]
+    chosen = [(k, bug) for k, bug in enumerate(BUGS + COMPILE_BUGS)
+              if not names or any(n in bug.name for n in names)]
     start = time.monotonic()
     if not lanes.build('clean.build.log') or lanes.lane('clean.lane.log')[0]:
         print(f'the clean copy fails lane 4: see {scratch}/clean.*.log; nothing planted')
         return 2
-    if any(bug.first == COMPILE_LANE for _, bug in chosen) and lanes.compile_lane('clean.compile.log')[0]:
-        print(f'the clean copy fails {COMPILE_LANE}: see {scratch}/clean.compile.log; nothing planted')
+    compiled = any(bug.first == COMPILE_LANE for _, bug in chosen)
+    if compiled and lanes.compile_lane('clean.compile.log')[0]:
+        print(f'the clean copy fails {COMPILE_LANE}: see {scratch}/clean.compile.log; '
+              'nothing planted')
         return 2
     print(f'clean copy: built, lane 4 passed in {time.monotonic() - start:.0f} s', flush=True)
     failed = 0
     for index, bug in chosen:
         verdict, build_s, test_s = plant(lanes, index, bug)
         failed += not verdict.startswith('caught')
-        print(f'{bug.name:<50} {bug.path.split("/")[-1]:<22} build {build_s:4.0f} s, tests {test_s:4.0f} s  '
-              f'{verdict}', flush=True)
+        print(f'{bug.name:<50} {bug.path.split("/")[-1]:<22} build {build_s:4.0f} s, '
+              f'tests {test_s:4.0f} s  {verdict}', flush=True)
     for name, catcher in GPU_ONLY:
         print(f'{name:<50} {"(not planted)":<22} only a GPU: {catcher}')
     print(f'{len(chosen) - failed} of {len(chosen)} caught in {time.monotonic() - start:.0f} s')
