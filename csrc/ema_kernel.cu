@@ -44,7 +44,9 @@ __device__ inline E update(E e, S s, acc_t<E> w, bool copy) {
   return static_cast<E>(add_rn(a, mul_rn(w, sub_rn(sv, a))));
 }
 
-// One chunk of a floating pair: all loads of the thread's vectors, then the math, then the stores.
+// One chunk of a floating pair: all loads of the thread's vectors, then the math, then the stores;
+// the rest (a misaligned chunk, a tail) element by element, four of each side in flight (two for
+// double/double).
 // A pair of two 16-bit dtypes holds 8 elements per vector and side; four vectors of each in flight
 // (64 values to convert) would exceed 64 registers, so such a pair keeps two in flight and takes
 // two rounds per chunk.
@@ -81,7 +83,9 @@ __device__ inline void pair_chunk(const Row& row, const Chunk& chunk, acc_t<E> w
     }
     scalar_from = vectors * N;
   }
-  for (int j = scalar_from + threadIdx.x; j < n; j += kThreads) ema[j] = update(ema[j], src[j], w, copy);
+  // Two in flight for double/double: four made that kernel spill (16 bytes, tests/compile_cuda.sh).
+  constexpr int U = sizeof(E) == 8 && sizeof(S) == 8 ? 2 : kVectorsPerThread;
+  elementwise<U>(ema, src, scalar_from, n, !copy, [=](E e, S s) { return update(e, s, w, copy); });
 }
 
 template <int I>

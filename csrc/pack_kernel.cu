@@ -31,11 +31,31 @@ __device__ inline T scaled(T v, double scale) {
   }
 }
 
+// One chunk of a scaled row: where both sides are aligned for vectors, elementwise over vectors
+// (four of them in flight per thread, as the EMA kernels' pair_chunk), the rest over elements
+// (four in flight). A vector holds four elements at most (16 bytes at most): 16 values through
+// double math fit in 64 registers (four 16-byte vectors of int8, 64 values, spilled).
 template <typename T>
 __device__ inline void scale_chunk(const Row& row, const Chunk& chunk, double scale) {
+  constexpr int N = sizeof(T) * 4 <= 16 ? 4 : static_cast<int>(16 / sizeof(T));
+  using V = Vec<T, N>;
   T* __restrict__ dst = static_cast<T*>(row.dst) + chunk.first;
   const T* __restrict__ src = static_cast<const T*>(row.src) + chunk.first;
-  for (int j = threadIdx.x; j < chunk.n; j += kThreads) dst[j] = scaled(src[j], scale);
+  const int n = chunk.n;
+  int scalar_from = 0;
+  if (vector_aligned<T, N>(dst) && vector_aligned<T, N>(src)) {
+    const int vectors = n / N;
+    const auto scale_vector = [=](V, V v) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) v.x[j] = scaled(v.x[j], scale);
+      return v;
+    };
+    elementwise<kVectorsPerThread>(reinterpret_cast<V*>(dst), reinterpret_cast<const V*>(src), 0,
+                                   vectors, false, scale_vector);
+    scalar_from = vectors * N;
+  }
+  elementwise<kVectorsPerThread>(dst, src, scalar_from, n, false,
+                                 [=](T, T s) { return scaled(s, scale); });
 }
 
 __device__ inline void zero_bytes(char* dst, int n) {

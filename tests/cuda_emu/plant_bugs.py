@@ -15,9 +15,12 @@ Cannot go stale: a bug's text must occur exactly once in its file (checked befor
 and by tests/test_cuda_emu_plants.py in the CPU suite), and the planted copy must build (a bug that
 does not compile is a failure of this list, reported as such, not "caught").
 
-    python tests/cuda_emu/plant_bugs.py [SCRATCH_DIR [NAME...]]   (one line per bug; NAME: only
-                                                                 the bugs whose names hold it)
+    python tests/cuda_emu/plant_bugs.py [--first-only] [SCRATCH_DIR [NAME...]]
+        one line per bug; NAME: only the bugs whose names hold it; --first-only: the baseline is
+        the chosen bugs' own tests on the clean copy, and a bug they miss is "NOT CAUGHT" (no
+        whole lane), for a quick run of a few bugs
 """
+import argparse
 import collections
 import os
 import re
@@ -36,6 +39,7 @@ ANY_ORDER = EMU + 'test_any_order_and_grid_gives_the_cpu_kernels_bits'
 STREAMS = EMU + 'test_a_plan_runs_on_the_current_stream_and_remembers_four_streams_at_most'
 TAILS = EMU + 'test_byte_copies_with_tails_equal_the_cpu_pack'
 ONE_CHUNK = EMU + 'test_every_element_of_a_plan_is_in_exactly_one_chunk'
+FP64 = EMU + 'test_fp64_averages_equal_the_python_weights_bit_for_bit'
 COMPILE_LANE = 'tests/compile_cuda.sh'
 
 # One bug each: its file, the text it replaces and with what, and the tests it is planted against
@@ -43,10 +47,10 @@ COMPILE_LANE = 'tests/compile_cuda.sh'
 BUGS = [Bug(*bug) for bug in [
     ('tail redoes the last vector', 'csrc/ema_kernel.cu',
      'scalar_from = vectors * N;',
-     'scalar_from = (vectors > 0 ? vectors - 1 : 0) * N;', LIST_OP),
+     'scalar_from = (vectors > 0 ? vectors - 1 : 0) * N;', FP64),
     ('vector store past the end', 'csrc/ema_kernel.cu',
      '        if (v < vectors) {\n#pragma unroll',
-     '        if (v <= vectors) {\n#pragma unroll', LIST_OP),
+     '        if (v <= vectors) {\n#pragma unroll', ONE_CHUNK),
     ('vector loads without the alignment test', 'csrc/ema_kernel.cu',
      'if (vector_aligned<E, N>(ema) && vector_aligned<S, N>(src)) {',
      'if (true) {', EQUAL + 'test_a_plan_of_misaligned_views_equals_cpu_native'),
@@ -95,6 +99,13 @@ BUGS = [Bug(*bug) for bug in [
      'return round_into<T>(__dmul_rn(static_cast<double>(v), scale));',
      'return static_cast<T>(__dmul_rn(static_cast<double>(v), scale));',
      EQUAL + 'test_integer_results_out_of_range_are_clamped'),
+    ('scaled vectors: the elements after them skipped', 'csrc/pack_kernel.cu',
+     'scalar_from = vectors * N;',
+     'scalar_from = (vectors + 1) * N;',
+     EQUAL + 'test_cpu_native_and_the_twin_equal_the_device_pack_and_scaled_unpack'),
+    ('elementwise: stores without the bound test', 'csrc/multi_tensor_apply.cuh',
+     '      if (j < n) dst[j] = op(d[k], s[k]);',
+     '      dst[j] = op(d[k], s[k]);', EQUAL + 'test_a_plan_of_misaligned_views_equals_cpu_native'),
     ('byte copy: the last tail byte dropped', 'csrc/multi_tensor_apply.cuh',
      'j < n; j += kThreads) dst[j] = src[j];',
      'j < n - 1; j += kThreads) dst[j] = src[j];', TAILS),
@@ -116,7 +127,7 @@ BUGS = [Bug(*bug) for bug in [
      'table + (rows - 1) * static_cast<int64_t>(sizeof(Row))', PLAN),
     ('power rule: exponent gamma, not gamma + 1', 'csrc/ema.h',
      'rn_add(w.gamma, 1.0));',
-     'w.gamma);', EMU + 'test_fp64_averages_equal_the_python_weights_bit_for_bit'),
+     'w.gamma);', FP64),
     ('table: segments one chunk short', 'csrc/table.h',
      'start[k], start[k + 1] - start[k], 0}',
      'start[k], start[k + 1] - start[k] - (k == 0), 0}', ONE_CHUNK),
@@ -233,7 +244,7 @@ class Lanes:
         return self.call(['bash', COMPILE_LANE], log)
 
 
-def plant(lanes: Lanes, index: int, bug: Bug) -> tuple:
+def plant(lanes: Lanes, index: int, bug: Bug, first_only: bool) -> tuple:
     """Plants `bug`, builds and tests the copy, restores the file: (verdict, build s, test s)."""
     target = os.path.join(lanes.copy, bug.path)
     with open(target) as f:
@@ -251,7 +262,7 @@ def plant(lanes: Lanes, index: int, bug: Bug) -> tuple:
             built = time.monotonic()
             code, output = lanes.first(bug.first, f'bug{index:02d}.log')
             where = 'its first tests'
-            if code == 0:
+            if code == 0 and not first_only:
                 code, output = lanes.lane(f'bug{index:02d}.lane.log', '-x')
                 where = 'the whole lane'
     finally:
@@ -262,7 +273,7 @@ def plant(lanes: Lanes, index: int, bug: Bug) -> tuple:
     return verdict, built - start, time.monotonic() - built
 
 
-def main(scratch: str, names) -> int:
+def main(scratch: str, names, first_only: bool = False) -> int:
     problems = check_patterns()
     if problems:
         print('\n'.join(problems))
@@ -273,18 +284,23 @@ def main(scratch: str, names) -> int:
     chosen = [(k, bug) for k, bug in enumerate(BUGS + COMPILE_BUGS)
               if not names or any(n in bug.name for n in names)]
     start = time.monotonic()
-    if not lanes.build('clean.build.log') or lanes.lane('clean.lane.log')[0]:
-        print(f'the clean copy fails lane 4: see {scratch}/clean.*.log; nothing planted')
+    # The baseline: the whole lane, or (first_only) just the chosen bugs' own tests.
+    tests = ' '.join(sorted({bug.first for _, bug in chosen if bug.first != COMPILE_LANE}))
+    if not lanes.build('clean.build.log') or (
+            lanes.first(tests, 'clean.lane.log') if first_only
+            else lanes.lane('clean.lane.log'))[0]:
+        print(f'the clean copy fails: see {scratch}/clean.*.log; nothing planted')
         return 2
     compiled = any(bug.first == COMPILE_LANE for _, bug in chosen)
     if compiled and lanes.compile_lane('clean.compile.log')[0]:
         print(f'the clean copy fails {COMPILE_LANE}: see {scratch}/clean.compile.log; '
               'nothing planted')
         return 2
-    print(f'clean copy: built, lane 4 passed in {time.monotonic() - start:.0f} s', flush=True)
+    print(f'clean copy: built, {"its tests" if first_only else "lane 4"} passed in '
+          f'{time.monotonic() - start:.0f} s', flush=True)
     failed = 0
     for index, bug in chosen:
-        verdict, build_s, test_s = plant(lanes, index, bug)
+        verdict, build_s, test_s = plant(lanes, index, bug, first_only)
         failed += not verdict.startswith('caught')
         print(f'{bug.name:<50} {bug.path.split("/")[-1]:<22} build {build_s:4.0f} s, '
               f'tests {test_s:4.0f} s  {verdict}', flush=True)
@@ -295,4 +311,10 @@ def main(scratch: str, names) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else '/tmp/minimm_plant_bugs', sys.argv[2:]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('scratch', nargs='?', default='/tmp/minimm_plant_bugs')
+    parser.add_argument('names', nargs='*', help='only the bugs whose names hold one of these')
+    parser.add_argument('--first-only', action='store_true',
+                        help="the baseline and each bug's check: its own tests, no whole lane")
+    args = parser.parse_args()
+    sys.exit(main(args.scratch, args.names, args.first_only))
