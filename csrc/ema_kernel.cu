@@ -21,6 +21,7 @@
 
 #include "checks.h"
 #include "ema.h"
+#include "kernel_kinds.cuh"
 #include "multi_tensor_apply.cuh"
 
 namespace minimm {
@@ -43,7 +44,9 @@ __device__ inline E update(E e, S s, acc_t<E> w, bool copy) {
   return static_cast<E>(add_rn(a, mul_rn(w, sub_rn(sv, a))));
 }
 
-// One chunk of a floating pair: all loads of the thread's vectors, then the math, then the stores.
+// One chunk of a floating pair: all loads of the thread's vectors, then the math, then the stores;
+// the rest (a misaligned chunk, a tail) element by element, four of each side in flight (two for
+// double/double).
 // A pair of two 16-bit dtypes holds 8 elements per vector and side; four vectors of each in flight
 // (64 values to convert) would exceed 64 registers, so such a pair keeps two in flight and takes
 // two rounds per chunk.
@@ -80,7 +83,9 @@ __device__ inline void pair_chunk(const Row& row, const Chunk& chunk, acc_t<E> w
     }
     scalar_from = vectors * N;
   }
-  for (int j = scalar_from + threadIdx.x; j < n; j += kThreads) ema[j] = update(ema[j], src[j], w, copy);
+  // Two in flight for double/double: four made that kernel spill (16 bytes, tests/compile_cuda.sh).
+  constexpr int U = sizeof(E) == 8 && sizeof(S) == 8 ? 2 : kVectorsPerThread;
+  elementwise<U>(ema, src, scalar_from, n, !copy, [=](E e, S s) { return update(e, s, w, copy); });
 }
 
 template <int I>
@@ -152,28 +157,19 @@ inline int32_t kind_of(const Row& row) {
   return row.kernel >= kCast0 ? row.kernel - kCast0 : row.kernel - kAverage0;
 }
 
-// The launch of kind `kind`, found by recursion over the kinds at compile time.
-template <int K = 0>
-void launch_kind(int32_t kind, const Launch& l, const Segment& s, cudaStream_t stream) {
-  if constexpr (K < kKinds) {
-    if (kind != K) return launch_kind<K + 1>(kind, l, s, stream);
-    MINIMM_LAUNCH(ema_kernel<K>, s.blocks, kThreads, stream, l, s.first, s.count);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-}
+// The EMA kernel of kind k (kernel_kinds.cuh), and its launch over segment `s`.
+const auto ema_kernel_of = [](auto k) { return &ema_kernel<decltype(k)::value>; };
 
-// The grid of kind `kind`'s kernel over `chunks` chunks (the same recursion).
-template <int K = 0>
-unsigned int grid_of(int32_t kind, int64_t chunks) {
-  if constexpr (K < kKinds) {
-    return kind == K ? grid_for(ema_kernel<K>, chunks) : grid_of<K + 1>(kind, chunks);
-  }
-  return 0;
+void launch_kind(int32_t kind, const Launch& l, const Segment& s, cudaStream_t stream) {
+  with_kind<kKinds>(kind, [&](auto k) {
+    MINIMM_LAUNCH(ema_kernel<decltype(k)::value>, s.blocks, kThreads, stream, l, s.first, s.count);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
 }
 
 void prepare(Table& table, const at::Device& device, const char* capture_error) {
   group_by_kind(table, kKinds, kind_of);
-  upload(table, device, capture_error, grid_of<0>);
+  upload(table, device, capture_error, grids_of<kKinds>(ema_kernel_of));
 }
 
 constexpr const char* kListCaptureError =

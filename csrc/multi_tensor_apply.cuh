@@ -11,8 +11,8 @@
 // SMs at once, never more than the segment's chunks), and block b takes chunks b, b + gridDim.x,
 // ... of its segment. In a chunk, thread k loads vectors k, k + 256, k + 512, k + 768 of both
 // sides before it computes any of them (16 bytes each, of the wider dtype of a pair), then stores
-// them. A chunk whose start is not aligned
-// for such vectors on both sides runs element by element.
+// them. A chunk whose start is not aligned for such vectors on both sides, and the tail of one
+// that is, run element by element (elementwise), still four loads of each side in flight.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -68,6 +68,32 @@ __device__ inline const Row* table_rows(const unsigned char* table) { return rei
 
 __device__ inline const Chunk* table_chunks(const unsigned char* table, int32_t rows) {
   return reinterpret_cast<const Chunk*>(table + rows * static_cast<int64_t>(sizeof(Row)));
+}
+
+// Units [from, n) of a chunk (elements, or vectors of them), not one by one: each thread loads
+// its U units (from + threadIdx.x + k * kThreads) of both sides before it computes any, then
+// stores them, so that U loads of each side are in flight. `op(d, s)` is the new value of one
+// unit; the old one is read only when `read_dst`.
+template <int U, typename D, typename S, typename Op>
+__device__ inline void elementwise(D* __restrict__ dst, const S* __restrict__ src, int from, int n,
+                                   bool read_dst, Op op) {
+  for (int base = from + threadIdx.x; base < n; base += kThreads * U) {
+    D d[U]{};
+    S s[U]{};
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const int j = base + k * kThreads;
+      if (j < n) {
+        if (read_dst) d[k] = dst[j];
+        s[k] = src[j];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const int j = base + k * kThreads;
+      if (j < n) dst[j] = op(d[k], s[k]);
+    }
+  }
 }
 
 // Copies n bytes in words of W bytes (both pointers aligned to W), then the tail bytes.

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "kernel_kinds.cuh"
 #include "multi_tensor_apply.cuh"
 #include "pack.h"
 
@@ -30,11 +31,31 @@ __device__ inline T scaled(T v, double scale) {
   }
 }
 
+// One chunk of a scaled row: where both sides are aligned for vectors, elementwise over vectors
+// (four of them in flight per thread, as the EMA kernels' pair_chunk), the rest over elements
+// (four in flight). A vector holds four elements at most (16 bytes at most): 16 values through
+// double math fit in 64 registers (four 16-byte vectors of int8, 64 values, spilled).
 template <typename T>
 __device__ inline void scale_chunk(const Row& row, const Chunk& chunk, double scale) {
+  constexpr int N = sizeof(T) * 4 <= 16 ? 4 : static_cast<int>(16 / sizeof(T));
+  using V = Vec<T, N>;
   T* __restrict__ dst = static_cast<T*>(row.dst) + chunk.first;
   const T* __restrict__ src = static_cast<const T*>(row.src) + chunk.first;
-  for (int j = threadIdx.x; j < chunk.n; j += kThreads) dst[j] = scaled(src[j], scale);
+  const int n = chunk.n;
+  int scalar_from = 0;
+  if (vector_aligned<T, N>(dst) && vector_aligned<T, N>(src)) {
+    const int vectors = n / N;
+    const auto scale_vector = [=](V, V v) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) v.x[j] = scaled(v.x[j], scale);
+      return v;
+    };
+    elementwise<kVectorsPerThread>(reinterpret_cast<V*>(dst), reinterpret_cast<const V*>(src), 0,
+                                   vectors, false, scale_vector);
+    scalar_from = vectors * N;
+  }
+  elementwise<kVectorsPerThread>(dst, src, scalar_from, n, false,
+                                 [=](T, T s) { return scaled(s, scale); });
 }
 
 __device__ inline void zero_bytes(char* dst, int n) {
@@ -63,25 +84,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 constexpr int32_t kKinds = kScale0 + kScaleTypes;
 
-// The launch of kernel `kind`, found by recursion over the kinds at compile time.
-template <int K = 0>
+// The pack kernel of kind k (kernel_kinds.cuh), and its launch over segment `s`.
+const auto pack_kernel_of = [](auto k) { return &pack_kernel<decltype(k)::value>; };
+
 void launch_kind(int32_t kind, const Table& table, const Segment& s, double scale, cudaStream_t stream) {
-  if constexpr (K < kKinds) {
-    if (kind != K) return launch_kind<K + 1>(kind, table, s, scale, stream);
-    MINIMM_LAUNCH(pack_kernel<K>, s.blocks, kThreads, stream,
+  with_kind<kKinds>(kind, [&](auto k) {
+    MINIMM_LAUNCH(pack_kernel<decltype(k)::value>, s.blocks, kThreads, stream,
                   table.device.const_data_ptr<unsigned char>(),
                   static_cast<int32_t>(table.rows.size()), s.first, s.count, scale);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-}
-
-// The grid of kernel `kind` over `chunks` chunks (the same recursion).
-template <int K = 0>
-unsigned int grid_of(int32_t kind, int64_t chunks) {
-  if constexpr (K < kKinds) {
-    return kind == K ? grid_for(pack_kernel<K>, chunks) : grid_of<K + 1>(kind, chunks);
-  }
-  return 0;
+  });
 }
 
 bool pack_run_cuda(Table& table, const at::Device& device, double scale, const char* capture_error) {
@@ -91,7 +103,7 @@ bool pack_run_cuda(Table& table, const at::Device& device, double scale, const c
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   if (!table.device.defined()) {
     group_by_kind(table, kKinds, [](const Row& row) { return row.kernel; });
-    upload(table, device, capture_error, grid_of<0>);
+    upload(table, device, capture_error, grids_of<kKinds>(pack_kernel_of));
   }
   use_on(table, stream);
   for (const Segment& segment : table.segments) launch_kind(segment.kind, table, segment, scale, stream);

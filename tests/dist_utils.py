@@ -2,10 +2,13 @@
 
 ``run_distributed(fn, tmp_path, *args)`` spawns ``world_size`` processes; each sets the variables
 ``torchrun`` would set, calls ``minimm.dist.init_dist('pytorch', backend=backend)`` (the code path
-a real run takes; gloo unless the GPU check asks for NCCL), runs ``fn(rank, *args)`` and saves its
-return value; the parent gets the list of
-return values, rank by rank. An exception in any rank fails the test with that rank's traceback.
+a real run takes), runs ``fn(rank, *args)`` and saves its return value; the parent gets the list
+of return values, rank by rank. An exception in any rank fails the test with that rank's traceback.
 ``fn`` must be a module-level function (the children import it by name).
+
+The backend: gloo, unless the test passes another or ``MINIMM_DIST_BACKEND=nccl`` asks for NCCL
+(tests/gpu_check.sh does, for the sharded tests, on a machine with two GPUs or more); a test body
+that should run under both puts its tensors on ``rank_device(rank)``.
 """
 import gc
 import glob
@@ -41,7 +44,25 @@ def _worker(rank, world_size, port, out_dir, fn, args, backend):
     os._exit(0)
 
 
-def run_distributed(fn, tmp_path, *args, world_size: int = 2, backend: str = 'gloo') -> list:
+BACKENDS = ('gloo', 'nccl')
+
+
+def dist_backend() -> str:
+    """The backend MINIMM_DIST_BACKEND asks for: gloo when unset."""
+    backend = os.environ.get('MINIMM_DIST_BACKEND', 'gloo')
+    if backend not in BACKENDS:
+        raise ValueError(f'MINIMM_DIST_BACKEND={backend!r}: allowed values are {", ".join(BACKENDS)}')
+    return backend
+
+
+def rank_device(rank: int) -> torch.device:
+    """Where rank `rank` keeps its tensors: its own GPU under NCCL (which moves CUDA tensors only,
+    one GPU per rank as init_dist sets it), the CPU under gloo."""
+    return torch.device('cuda', rank) if dist_backend() == 'nccl' else torch.device('cpu')
+
+
+def run_distributed(fn, tmp_path, *args, world_size: int = 2, backend: str = None) -> list:
+    backend = backend or dist_backend()
     out_dir = os.path.join(str(tmp_path), 'dist_results')
     os.makedirs(out_dir, exist_ok=True)
     mp.spawn(_worker, args=(world_size, free_port(), out_dir, fn, args, backend), nprocs=world_size)

@@ -17,7 +17,12 @@
 #               misaligned views, a plan rebuilt after a capture); a runtime whose sanitizer
 #               refuses the device is a "skipped" line, not a failure;
 #   training    EMAHook on cuda:0 (the fused plan ran, no host sync, MMEngine's recurrence);
-#   bench       one short table; a benchmark prints, it never fails on speed (nor on its limit).
+#   bench       one short table; a benchmark prints, it never fails on speed (nor on its limit);
+#   sharded nccl  the multi-process sharded tests (tests/test_fsdp*.py, tests/test_sharded*.py,
+#               those present) under NCCL (MINIMM_DIST_BACKEND=nccl, tests/dist_utils.py), one
+#               GPU per rank: only where nvidia-smi lists two GPUs or more. Elsewhere (the lent
+#               machine has one) its limit is 0 and its summary line says why it was skipped; with
+#               two GPUs its 90 s come on top of the budgets below (the 300 s are the one-GPU loan's).
 # `--full` (about 10 minutes: a second run once the default passed) adds the whole memcheck list,
 # AMP resume and SyncBuffersHook over NCCL, the CUDA cases of the model tests, the CPU/CUDA op
 # suites (they need hypothesis), every benchmark and the device reads per iteration.
@@ -54,6 +59,11 @@ else
            'memcheck|45|hard|run_memcheck_quick' 'training|25|hard|run_training'
            'bench ema|20|soft|run_bench_ema')
 fi
+# The NCCL step's limit: 90 s with two GPUs or more, 0 (skipped, nothing started) with fewer.
+GPUS=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU')
+SHARDED_S=0
+[ "$GPUS" -ge 2 ] && SHARDED_S=90
+STEPS+=("sharded nccl|$SHARDED_S|hard|run_sharded_nccl")
 BUDGET_S=0
 for s in "${STEPS[@]}"; do IFS='|' read -r _ limit _ _ <<< "$s"; BUDGET_S=$((BUDGET_S + limit)); done
 
@@ -122,6 +132,13 @@ run_op_suites() {
 }
 # The sync-free step on a GPU: set_sync_debug_mode's count of the CUDA waits per iteration.
 run_device_reads() { pytest_ tests/test_device_reads.py -k cuda; }
+# The sharded tests present, under NCCL; exit 76 (a skip) when there are none.
+run_sharded_nccl() {
+    local files=() f
+    for f in tests/test_fsdp*.py tests/test_sharded*.py; do [ -e "$f" ] && files+=("$f"); done
+    [ "${#files[@]}" -gt 0 ] || { echo "no tests/test_fsdp*.py or tests/test_sharded*.py here"; return 76; }
+    MINIMM_DIST_BACKEND=nccl pytest_ "${files[@]}"
+}
 bench() { "$PYTHON" -m minimm bench "$@" >> "$RESULTS/bench.txt" 2>&1; }
 run_bench_ema() { bench ema --device cuda --workloads small resnet50 --rounds 5 --copies ''; }
 run_bench_ema_full() { bench ema --device cuda --workloads resnet50 small resnet50_bf16; }
@@ -130,12 +147,17 @@ run_bench_pack() { bench pack --device cuda; }
 run_bench_syncs() { bench syncs; }
 export -f run_build pytest_ run_cuda_ops memcheck run_memcheck_quick run_memcheck_full run_training \
     run_training_full run_cuda_cases run_op_suites run_device_reads bench run_bench_ema run_bench_ema_full \
-    run_bench_hook run_bench_pack run_bench_syncs
+    run_bench_hook run_bench_pack run_bench_syncs run_sharded_nccl
 
 # step NAME LIMIT KIND FUNCTION: runs FUNCTION under `timeout`. A soft step (a benchmark) that
 # fails or runs out of time says so in the summary and fails nothing.
 step() {
     local name=$1 limit=$2 kind=$3 fn=$4
+    if [ "$limit" = 0 ]; then  # the NCCL step with fewer than two GPUs
+        echo; echo "== $name: skipped, $GPUS GPU here, it needs 2"
+        rows+=("$name|skipped: $GPUS GPU here, it needs 2|0")
+        return
+    fi
     echo; echo "== $name (limit $limit s, at $(( $(date +%s) - start )) s)"
     local t0=$(date +%s) rc result
     timeout --kill-after=5 "$limit" bash -c "$fn"; rc=$?
@@ -143,6 +165,7 @@ step() {
         0) result=passed ;;
         124|137) result="TIMED OUT after $limit s" ;;
         75) result="skipped: no sanitizer for this device"; rc=0 ;;
+        76) result="skipped: no sharded tests in this checkout"; rc=0 ;;
         *) result="FAILED (exit $rc)" ;;
     esac
     if [ "$rc" -ne 0 ]; then

@@ -33,6 +33,8 @@ def test_the_default_run_fits_in_300_seconds_build_included():
     assert total == sum(limit for _, limit, _ in steps) <= 300
     names = [name for name, _, _ in steps]
     assert names[:2] == ['preflight', 'build'] and {'cuda ops', 'memcheck', 'training'} <= set(names)
+    # No GPU here: the NCCL step is listed with no time (it needs two GPUs).
+    assert ('sharded nccl', 0, 'hard') in steps
     assert all(kind == 'soft' for name, _, kind in steps if name.startswith('bench'))
 
 
@@ -64,3 +66,15 @@ def test_without_a_gpu_it_stops_at_the_preflight(tmp_path):
     assert summary[1].split()[0] == 'preflight' and 'no CUDA device' in summary[1]
     sent_back = sorted(p.name for p in (tmp_path / 'out').iterdir())
     assert sent_back == ['gpu_check.log', 'summary.txt']
+
+
+def test_the_dist_backend_is_gloo_unless_nccl_is_asked_for(monkeypatch):
+    """tests/dist_utils.py's switch, which gpu_check.sh's NCCL step sets."""
+    from dist_utils import dist_backend, rank_device
+    monkeypatch.delenv('MINIMM_DIST_BACKEND', raising=False)
+    assert dist_backend() == 'gloo' and rank_device(1) == torch.device('cpu')
+    monkeypatch.setenv('MINIMM_DIST_BACKEND', 'nccl')
+    assert dist_backend() == 'nccl' and rank_device(1) == torch.device('cuda', 1)
+    monkeypatch.setenv('MINIMM_DIST_BACKEND', 'mpi')
+    with pytest.raises(ValueError, match="MINIMM_DIST_BACKEND='mpi': allowed values are gloo, nccl"):
+        dist_backend()
