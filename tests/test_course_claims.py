@@ -330,6 +330,54 @@ result = [os.path.exists(os.path.join(runner.work_dir, 'on_rank_1.pth')),
           any('written_on_rank_1' in open(path).read() for path in scalars)]
 """, [False, False],
         SAME_CODE, [False, False]),
+    'MMEngine asks for FSDP two ways, on FSDP1': Claim(
+        '14_several_processes.md', "with `model_wrapper_cfg=dict(type='MMFullyShardedDataParallel', "
+        "...)` in the config, or `runner_type='FlexibleRunner'` with `strategy=dict(type="
+        "'FSDPStrategy', ...)`, on torch's FSDP1",
+        """
+import mmengine.model
+import mmengine.runner
+import mmengine._strategy
+from torch.distributed.fsdp import FullyShardedDataParallel
+from mmengine.registry import MODEL_WRAPPERS, RUNNERS, STRATEGIES
+result = [issubclass(MODEL_WRAPPERS.get('MMFullyShardedDataParallel'), FullyShardedDataParallel),
+          RUNNERS.get('FlexibleRunner').__name__, STRATEGIES.get('FSDPStrategy').__name__]
+""", [True, 'FlexibleRunner', 'FSDPStrategy'],
+        """
+from torch.distributed.fsdp import FullyShardedDataParallel
+from minimm.registry import MODEL_WRAPPERS, RUNNERS, STRATEGIES
+result = [issubclass(MODEL_WRAPPERS.get('MMFullyShardedDataParallel'), FullyShardedDataParallel),
+          RUNNERS.get('FlexibleRunner').__name__, STRATEGIES.get('FSDPStrategy').__name__]
+""", [False, 'FlexibleRunner', 'FSDPStrategy']),
+    # Last: it starts (and ends) a one-process gloo group in the interpreter the snippets share.
+    'an EMA of an FSDP2 model deep-copies it': Claim(
+        '14_several_processes.md', "(MMEngine's and torch's EMAs deep-copy the model, which FSDP2 "
+        "refuses)",
+        """
+import os
+import socket
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.optim.swa_utils import AveragedModel
+from mmengine.model import ExponentialMovingAverage
+with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+dist.init_process_group('gloo', rank=0, world_size=1)
+model = fully_shard(torch.nn.Linear(4, 4), mesh=init_device_mesh('cpu', (1, )))
+result = []
+for average in (ExponentialMovingAverage, AveragedModel):
+    try:
+        result.append(type(average(model).module.weight).__name__)
+    except Exception as e:
+        result.append(str(e))
+dist.destroy_process_group()
+""", ['FSDP does not support deepcopy. Please use state dict for serialization.'] * 2,
+        SAME_CODE, ['DTensor', 'FSDP does not support deepcopy. Please use state dict for '
+                               'serialization.']),
 }
 
 
