@@ -249,8 +249,10 @@ def load_checkpoint_file(filename: str, map_location='cpu', trusted: bool = Fals
 
 def weights_to_cpu(state_dict: dict) -> OrderedDict:
     """A copy of ``state_dict`` with every tensor on the CPU (so a GPU run's file loads anywhere),
-    keeping its ``_metadata`` (the module versions)."""
-    cpu = OrderedDict((k, v.detach().cpu()) for k, v in state_dict.items())
+    keeping its ``_metadata`` (the module versions). A shard of a sharded model (a ``DTensor``)
+    stays where it is: ``minimm/sharded_checkpoint.py`` writes it, each rank its own."""
+    cpu = OrderedDict((k, v.detach() if type(v).__name__ == 'DTensor' else v.detach().cpu())
+                      for k, v in state_dict.items())
     cpu._metadata = getattr(state_dict, '_metadata', OrderedDict())
     return cpu
 

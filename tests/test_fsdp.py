@@ -273,11 +273,14 @@ def test_each_rank_holds_its_share_of_the_averages(two_ranks):
 
 def test_no_host_read_in_a_sharded_iteration(two_ranks):
     # 4 iterations an epoch; the epoch's last logs its line, reading the loss once, and the
-    # run's last writes PostHocEMAHook's snapshots on rank 0, reading each EMA's count (as DDP).
+    # run's last writes PostHocEMAHook's snapshots: under DDP on rank 0, reading each EMA's
+    # count; sharded, every rank writes its shards (minimm/sharded_checkpoint.py), which reads
+    # them back to the host: a save, not a training step.
     for index, rank in enumerate(two_ranks):
         want = [0] * 3 + [1] + [0] * 3 + [1 + (len(SIGMA_RELS) if index == 0 else 0)]
-        assert rank['MMFullyShardedDataParallel']['reads'] == want
         assert rank['MMDistributedDataParallel']['reads'] == want
+        sharded = rank['MMFullyShardedDataParallel']['reads']
+        assert sharded[:-1] == want[:-1] and sharded[-1] > len(SIGMA_RELS)
 
 
 def test_validation_swaps_the_shards_in_place(two_ranks):

@@ -8,10 +8,12 @@ still knows which old files to delete and which score to beat.
 * Periodic: after every ``interval`` epochs (``by_epoch=True``) or iterations, counted from
   ``save_begin``, and at the end of training when ``save_last``. Files are ``epoch_{N}.pth`` or
   ``iter_{N}.pth`` (``filename_tmpl``) in ``out_dir`` (default: the work dir; when set, the work
-  dir's name is appended), and ``work_dir/last_checkpoint`` names the newest one.
+  dir's name is appended), and ``work_dir/last_checkpoint`` names the newest one. A sharded
+  model's checkpoints are folders of those names (``minimm/sharded_checkpoint.py``).
 * ``max_keep_ckpts``: when a new periodic file exceeds the limit, the oldest is deleted, after the
   new one and ``last_checkpoint`` are written (MMEngine deletes first, so a failed save could
-  leave no checkpoint at all).
+  leave no checkpoint at all); a folder of that name is deleted only if it is a sharded
+  checkpoint (MMEngine deletes any folder there).
 * ``save_best``: after each validation, a metric (``'auto'`` = the first one; a list for several)
   better than the best so far — ``rule`` 'greater' or 'less', inferred from the key's name when
   not given — is saved as ``best_{key}_{epoch_N}.pth`` (no optimizer state), replacing the
@@ -40,7 +42,8 @@ from typing import Dict, List, Optional, Sequence, Union
 
 from ..dist import is_main_process, master_only
 from ..registry import HOOKS
-from ..checkpoint import load_checkpoint_file, save_checkpoint, write_last_checkpoint
+from ..checkpoint import save_checkpoint, write_last_checkpoint
+from ..sharded_checkpoint import is_sharded_checkpoint, read_checkpoint
 from ..work_dir import own_path
 from .agreement_check import AGREEMENT_CHECKS, check_agreement
 from .hook import Hook
@@ -62,10 +65,12 @@ def _key_list(keys, name: str, default: Optional[List[str]] = None) -> Optional[
 
 
 def _remove(path: str) -> bool:
+    """Delete the checkpoint at ``path``: a file, or a sharded checkpoint's folder (a folder of
+    another kind under that name is not ours, and is left alone)."""
     if osp.isfile(path):
         os.remove(path)
         return True
-    if osp.isdir(path):
+    if is_sharded_checkpoint(path) and not osp.islink(path):
         shutil.rmtree(path)
         return True
     return False
@@ -217,8 +222,9 @@ class CheckpointHook(Hook):
 
     @master_only
     def _publish_model(self, runner, ckpt_path: str) -> None:
-        """Re-save ``ckpt_path`` with only ``published_keys``, named after its content hash."""
-        checkpoint = load_checkpoint_file(ckpt_path)
+        """Re-save ``ckpt_path`` with only ``published_keys``, named after its content hash (a
+        sharded checkpoint is gathered into one file: the published file is whole)."""
+        checkpoint = read_checkpoint(ckpt_path)
         removed = [key for key in checkpoint if key not in self.published_keys]
         for key in removed:
             del checkpoint[key]

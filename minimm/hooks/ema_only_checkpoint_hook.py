@@ -18,9 +18,10 @@ import os
 import os.path as osp
 from typing import Dict, List, Optional
 
-from ..checkpoint import load_checkpoint_file, save_checkpoint
+from ..checkpoint import save_checkpoint
 from ..dist import is_main_process
 from ..registry import HOOKS
+from ..sharded_checkpoint import read_checkpoint
 from .checkpoint_hook import CheckpointHook
 from .ema_hook import EMAHook
 from .hook import DATA_BATCH, Hook
@@ -72,12 +73,12 @@ class EMAOnlyCheckpointHook(Hook):
             return
         for path in self._recorded_checkpoints(runner):
             twin = osp.splitext(path)[0] + EMA_SUFFIX
-            if not osp.isfile(path) or (osp.isfile(twin) and
+            if not osp.exists(path) or (osp.isfile(twin) and
                                         os.stat(twin).st_mtime_ns >= os.stat(path).st_mtime_ns):
                 continue
-            checkpoint = load_checkpoint_file(path)
-            save_checkpoint(dict(meta=checkpoint['meta'], state_dict=checkpoint['state_dict']),
-                            twin)
+            # A sharded checkpoint (a folder) is read whole here, its EMA weights gathered into
+            # one file: the twin loads anywhere, with torch.load(weights_only=True).
+            save_checkpoint(read_checkpoint(path, keys=('meta', 'state_dict')), twin)
             self._remove_orphans(osp.dirname(path))
 
     @staticmethod

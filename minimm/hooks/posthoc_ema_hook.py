@@ -23,10 +23,11 @@ import os.path as osp
 from typing import Optional, Sequence
 
 from ..checkpoint import save_checkpoint, unwrap_model, weights_to_cpu
-from ..dist import master_only
+from ..dist import is_main_process
 from ..model.averaged_model import PowerFunctionEMA
 from ..model.averaging_group import AveragingGroup
 from ..registry import HOOKS
+from ..sharded_checkpoint import is_sharded, save_sharded_checkpoint
 from .hook import DATA_BATCH, Hook
 
 SNAPSHOT_DIR = 'posthoc_ema'
@@ -100,15 +101,18 @@ class PostHocEMAHook(Hook):
         if self.every_n_train_iters(runner, self.snapshot_interval) or last:
             self.save_snapshots(runner.iter + 1)
 
-    @master_only
     def save_snapshots(self, iteration: int) -> None:
-        """Write each EMA's weights, its averaging-call count and its exponent (rank 0 only)."""
+        """Write each EMA's weights, its averaging-call count and its exponent (rank 0 only; on a
+        sharded model every rank writes its shards, each snapshot a folder)."""
+        sharded = is_sharded(self.src_model)
+        if not sharded and not is_main_process():
+            return
         for sigma_rel, ema in zip(self.sigma_rels, self.ema_models):
             snapshot = dict(sigma_rel=sigma_rel, gamma=ema.gamma, step=int(ema.steps),
                             iter=iteration, averaged=list(ema.avg_parameters),
                             state_dict=weights_to_cpu(ema.module.state_dict()))
             path = osp.join(self.snapshot_dir, snapshot_name(sigma_rel, iteration))
-            save_checkpoint(snapshot, path)
+            (save_sharded_checkpoint if sharded else save_checkpoint)(snapshot, path)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         checkpoint['posthoc_ema'] = {f'{s:.3f}': weights_to_cpu(ema.state_dict())

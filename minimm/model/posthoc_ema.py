@@ -29,7 +29,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 
-from ..checkpoint import CheckpointError, load_checkpoint_file
+from ..checkpoint import CheckpointError
+from ..sharded_checkpoint import read_checkpoint
 from .averaged_model import SIGMA_REL_MAX, power_gamma
 
 
@@ -62,8 +63,9 @@ def read_snapshots(snapshot_dir: str) -> List[dict]:
                                 'PostHocEMAHook writes them into <work_dir>/posthoc_ema')
     found = []
     for path in paths:
-        snapshot = load_checkpoint_file(path, mmap=True)
-        if not {'gamma', 'step', 'state_dict'} <= set(snapshot):
+        # The small entries only (a file is mapped, a sharded snapshot's shards are not read).
+        snapshot = read_checkpoint(path, mmap=True, keys=('gamma', 'step', 'sigma_rel', 'iter'))
+        if not {'gamma', 'step'} <= set(snapshot):
             raise CheckpointError(f'{path} is not a PostHocEMAHook snapshot (no gamma/step)')
         found.append(dict(path=path, gamma=float(snapshot['gamma']), step=int(snapshot['step']),
                           sigma_rel=snapshot.get('sigma_rel'), iter=snapshot.get('iter')))
@@ -91,7 +93,7 @@ def synthesize(snapshot_dir: str, sigma_rel: float,
     weights = combination([s['gamma'] for s in used], [s['step'] for s in used], gamma, step)
     total: Dict[str, torch.Tensor] = {}
     for snapshot, weight in zip(used, weights):
-        loaded = load_checkpoint_file(snapshot['path'])
+        loaded = read_checkpoint(snapshot['path'])  # a file, or a sharded snapshot's folder
         state, averaged = loaded['state_dict'], set(loaded.get('averaged', loaded['state_dict']))
         for name, value in state.items():
             if name in averaged and value.is_floating_point():

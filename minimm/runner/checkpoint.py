@@ -30,10 +30,11 @@ from typing import Callable, Dict, List, Optional, Union
 import torch.nn as nn
 
 from ..checkpoint import (CheckpointError, CheckpointNotFoundError, find_latest_checkpoint,
-                          load_checkpoint_file, load_what_fits, resume_candidates, unwrap_model,
+                          load_what_fits, resume_candidates, unwrap_model,
                           weights_to_cpu, write_last_checkpoint)
 from ..checkpoint import save_checkpoint as _write_checkpoint
 from ..logging import print_log
+from ..sharded_checkpoint import read_checkpoint
 
 __all__ = ['CheckpointLoader', 'load_checkpoint', 'load_state_dict', 'get_state_dict',
            'weights_to_cpu', 'save_checkpoint', 'load_from_local', 'load_from_http',
@@ -132,9 +133,8 @@ class CheckpointLoader:
 
 @CheckpointLoader.register_scheme(prefixes='')
 def load_from_local(filename: str, map_location=None, trusted: bool = False) -> dict:
-    """Read a local file (``~`` is expanded)."""
-    return load_checkpoint_file(osp.expanduser(filename), map_location=map_location,
-                                trusted=trusted)
+    """Read a local file (``~`` is expanded), or a sharded checkpoint folder, whole."""
+    return read_checkpoint(osp.expanduser(filename), map_location=map_location, trusted=trusted)
 
 
 @CheckpointLoader.register_scheme(prefixes=['http://', 'https://'])

@@ -7,7 +7,8 @@ a checkpoint and what is restored from it:
 
 * ``save_checkpoint``: ``meta`` (counters, config, seed, world size, dataset metainfo...),
   ``state_dict``, ``message_hub``, ``optimizer`` and ``param_schedulers``; hooks may change the
-  dict in ``before_save_checkpoint``.
+  dict in ``before_save_checkpoint``. A sharded model's (DTensor parameters) is a folder that
+  every rank writes its shards into (``minimm/sharded_checkpoint.py``, which also reads it back).
 * ``load_checkpoint``: weights only (``load_from``: fine-tuning, testing); hooks see the dict in
   ``after_load_checkpoint`` before the weights are applied.
 * ``resume``: weights, counters, MessageHub, optimizer and schedulers, so training continues as if
@@ -27,10 +28,12 @@ from typing import Optional, Tuple
 import torch
 
 from .. import __version__
-from ..dist import master_only
+from ..dist import is_main_process
 from ..optim import OptimWrapper
 from ..plain_data import to_plain_data
 from ..randomness import set_random_seed
+from ..sharded_checkpoint import (is_sharded, load_sharded_checkpoint, save_full_checkpoint,
+                                  save_sharded_checkpoint, saves_whole_files, shard_whole)
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
 from ..work_dir import (checkpoints_in, claim_for_training, hold_work_dir, make_work_dir,
@@ -118,7 +121,7 @@ class CheckpointMixin:
         must not make the run start over and overwrite them); nothing to resume only when there
         is no checkpoint at all."""
         latest = find_latest_checkpoint(self.work_dir)
-        if latest is not None and osp.isfile(own_path(latest, self.work_dir)):
+        if latest is not None and osp.exists(own_path(latest, self.work_dir)):
             latest = own_path(latest, self.work_dir)  # a copied work dir names the original's
         candidates = resume_candidates(latest) if latest else numbered_checkpoints(self.work_dir)
         if not candidates:  # MMEngine logs "Auto resumed from the latest checkpoint None."
@@ -154,11 +157,16 @@ class CheckpointMixin:
         """Load weights only, from a path or URL. ``after_load_checkpoint`` runs before the
         weights are applied, so hooks may rewrite the checkpoint (EMAHook does).
         ``trusted=True`` allows a file that needs arbitrary unpickling."""
-        # No logger, as in MMEngine: the "Loads checkpoint by ... backend" line goes to stdout.
-        checkpoint = _load_checkpoint(filename, map_location, trusted=trusted)
+        if is_sharded(self.model) and osp.isdir(filename):  # each rank reads its own shards
+            checkpoint = load_sharded_checkpoint(filename, self.model, trusted=trusted)
+        else:  # "Loads checkpoint by ... backend" goes to stdout (no logger, as in MMEngine)
+            checkpoint = _load_checkpoint(filename, map_location, trusted=trusted)
         if 'state_dict' not in checkpoint and checkpoint and all(
                 isinstance(value, torch.Tensor) for value in checkpoint.values()):
             checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
+        if is_sharded(self.model) and not osp.isdir(filename):  # a whole file, for shards
+            checkpoint = shard_whole(checkpoint, self.model, filename, revise_keys,
+                                     resuming=self._loading_for == 'resume')
         # Loading to train (load_from) may fine-tune: a head of another shape is then skipped,
         # with a warning, as in MMEngine; to test, validate or resume, every weight must fit.
         # Values are checked before the hooks see the file too (EMAHook loads it into its copy),
@@ -273,13 +281,16 @@ class CheckpointMixin:
                     'schedule over the longer run, start a new run with load_from instead.')
                 return
 
-    @master_only
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,
                         save_optimizer: bool = True, save_param_scheduler: bool = True,
                         meta: Optional[dict] = None, by_epoch: bool = True,
                         backend_args=None) -> None:
-        """Write ``out_dir/filename`` (rank 0 only). Hooks see the dict in
-        ``before_save_checkpoint`` and may change it before it is written."""
+        """Write ``out_dir/filename`` (rank 0 only; a sharded model's checkpoint is a folder
+        that every rank writes its shards into, see ``minimm/sharded_checkpoint.py``). Hooks see
+        the dict in ``before_save_checkpoint`` and may change it before it is written."""
+        sharded = is_sharded(self.model)
+        if not sharded and not is_main_process():
+            return
         if meta is None:
             meta = {}
         elif not isinstance(meta, dict):
@@ -315,4 +326,9 @@ class CheckpointMixin:
         if save_param_scheduler:
             checkpoint['param_schedulers'] = [s.state_dict() for s in self.param_schedulers]
         self.call_hook('before_save_checkpoint', checkpoint=checkpoint)
-        save_checkpoint(checkpoint, osp.join(out_dir, filename))
+        if not sharded:
+            save_checkpoint(checkpoint, osp.join(out_dir, filename))
+        elif saves_whole_files(self):  # FSDPStrategy(state_dict_cfg='full'): gathered, one file
+            save_full_checkpoint(checkpoint, osp.join(out_dir, filename))
+        else:
+            save_sharded_checkpoint(checkpoint, osp.join(out_dir, filename))
