@@ -25,46 +25,15 @@ import sys
 import traceback
 from typing import List, Optional
 
+from .cli_args import add_cfg_options, help_text, load_config, positive_int
 from .console_details import show_details
 
 DEMO_CONFIG = osp.join(osp.dirname(__file__), 'configs', 'digits_ema.py')
 BENCHMARKS = {'overhead': 'minimm.bench.overhead', 'ema': 'minimm.bench.ema',
               'pack': 'minimm.bench.pack', 'ema-hook': 'minimm.bench.ema_hook',
               'syncs': 'minimm.bench.syncs'}
-PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr',
-         'posthoc-ema': 'minimm.posthoc_cli', 'hooks': 'minimm.hooks_cli'}
-
-
-def help_text(docstring: str) -> str:
-    """A docstring as ``--help`` shows it: reST's literal and bold marks dropped, the lines kept
-    (pass ``formatter_class=argparse.RawDescriptionHelpFormatter`` so lists stay lists)."""
-    return docstring.replace('``', '').replace('**', '').strip()
-
-
-def default_work_dir(config_path: str) -> str:
-    """``work_dirs/<config name>``, where a config without ``work_dir`` writes (MMEngine's rule)."""
-    return osp.join('work_dirs', osp.splitext(osp.basename(config_path))[0])
-
-
-def _load_config(path: str, work_dir: Optional[str], cfg_options: Optional[List[str]]):
-    from .config import Config, parse_cfg_options
-    from .config.top_level_keys import MMCV_KEYS, RUNNER_KEYS, warn_unknown_keys
-    from .mmcv.train import is_mmcv_config
-    cfg = Config.fromfile(path)
-    added = []
-    if cfg_options:
-        options = parse_cfg_options(cfg_options)
-        added = sorted({key.split('.')[0] for key in options} - set(cfg))
-        cfg.merge_from_dict(options)
-    if is_mmcv_config(cfg):  # the classic runner: nothing else checks its keys
-        warn_unknown_keys(cfg, MMCV_KEYS, added)
-    else:  # Runner.from_cfg warns about the config's misspelt keys itself
-        warn_unknown_keys((), RUNNER_KEYS, added)
-    if work_dir is not None:
-        cfg['work_dir'] = work_dir
-    elif cfg.get('work_dir') is None:
-        cfg['work_dir'] = default_work_dir(path)
-    return cfg
+PLOTS = {'plot': 'minimm.plot', 'plot-lr': 'minimm.plot.lr'}
+TOOLS = {'posthoc-ema': 'minimm.posthoc_cli', 'hooks': 'minimm.hooks_cli'}
 
 
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
@@ -83,23 +52,10 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     add_cfg_options(parser)
 
 
-def add_cfg_options(parser: argparse.ArgumentParser) -> None:
-    # 'extend': a second --cfg-options adds to the first (MMEngine's DictAction merges them).
-    parser.add_argument('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
-                        help='override config entries, e.g. train_cfg.max_epochs=2 '
-                             'custom_hooks.0.momentum=0.001')
-
-
 def _trusted(load_from) -> dict:
     """``load_from`` (a path or a dict) marked as trusted: it may need arbitrary unpickling."""
     path = load_from['path'] if isinstance(load_from, dict) else load_from
     return dict(path=path, trusted=True)
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f'must be an integer >= 1, but got {text!r}')
-    return int(text)
 
 
 def cmd_train(args) -> None:
@@ -107,7 +63,7 @@ def cmd_train(args) -> None:
     from .mmcv.train import is_mmcv_config, train_from_cfg
     from .registry import RUNNERS
     from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
-    cfg = _load_config(args.config, args.work_dir, args.cfg_options)
+    cfg = load_config(args.config, args.work_dir, args.cfg_options)
     if is_mmcv_config(cfg):  # an MMCV 1.x config: the classic runner and hooks
         if args.check_hooks is not None:
             cfg['check_hooks'] = args.check_hooks
@@ -135,10 +91,10 @@ def cmd_train(args) -> None:
 
 def cmd_test(args) -> None:
     from .dist import destroy_dist
+    from .mmcv.train import is_mmcv_config, test_from_cfg
     from .registry import RUNNERS
     from .runner import Runner  # noqa: F401  (registers Runner in RUNNERS)
-    from .mmcv.train import is_mmcv_config, test_from_cfg
-    cfg = _load_config(args.config, args.work_dir, args.cfg_options)
+    cfg = load_config(args.config, args.work_dir, args.cfg_options)
     if is_mmcv_config(cfg):  # an MMCV 1.x config: its model, dataset and evaluate
         print(test_from_cfg(cfg, args.checkpoint))
         return
@@ -153,7 +109,7 @@ def cmd_demo(args) -> None:
     from .runner import Runner
     options = None if args.epochs is None else [f'train_cfg.max_epochs={args.epochs}']
     from .work_dir import free_work_dir  # a second demo keeps the first one's checkpoints
-    cfg = _load_config(DEMO_CONFIG, args.work_dir or free_work_dir('work_dirs/demo'), options)
+    cfg = load_config(DEMO_CONFIG, args.work_dir or free_work_dir('work_dirs/demo'), options)
     runner = Runner.from_cfg(cfg)  # logs the hook table (per stage, the hooks in call order)
     runner.train()
     final = runner.message_hub.get_scalar('val/accuracy/top1').current()
@@ -225,8 +181,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         # Each benchmark parses its own options (so `minimm bench ema --help` shows them).
         importlib.import_module(BENCHMARKS[argv[1]]).main(argv[2:])
         return
-    if argv and argv[0] in PLOTS:  # these (and posthoc-ema) parse their own options too
-        importlib.import_module(PLOTS[argv[0]]).main(argv[1:])
+    own_parsers = {**PLOTS, **TOOLS}
+    if argv and argv[0] in own_parsers:  # the plots and tools parse their own options too
+        importlib.import_module(own_parsers[argv[0]]).main(argv[1:])
         return
     parser = argparse.ArgumentParser(prog='minimm', description=help_text(__doc__.split('\n\n')[0]))
     sub = parser.add_subparsers(dest='command', required=True)
@@ -234,7 +191,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     demo = sub.add_parser('demo', help='train the shipped digits CNN with EMA (under a minute)')
     demo.add_argument('--work-dir', help='default: work_dirs/demo (or demo_2... if it holds '
                                          'an earlier demo\'s checkpoints)')
-    demo.add_argument('--epochs', type=_positive_int, help='override train_cfg.max_epochs')
+    demo.add_argument('--epochs', type=positive_int, help='override train_cfg.max_epochs')
     _add_verbose(demo)
 
     train = sub.add_parser('train', help='train from a config')

@@ -16,6 +16,7 @@ import argparse
 import sys
 from typing import List, Optional, Tuple
 
+from .cli_args import add_cfg_options, help_text, load_config
 from .dataflow import check, findings_text, table
 
 
@@ -59,7 +60,6 @@ def report(cfg, only: Optional[List[str]] = None) -> Tuple[str, list]:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    from .cli import _load_config, add_cfg_options, help_text
     parser = argparse.ArgumentParser(
         prog='minimm hooks', description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,7 +70,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('--strict', action='store_true',
                         help='exit with status 1 when there is a warning')
     args = parser.parse_args(argv)
-    text, found = report(_load_config(args.config, None, args.cfg_options), args.stages)
+    text, found = report(load_config(args.config, None, args.cfg_options), args.stages)
     print(text)
     if args.strict and any(finding.level == 'warning' for finding in found):
         sys.exit(1)

@@ -15,6 +15,7 @@ import os.path as osp
 from typing import List, Optional
 
 from .checkpoint import save_checkpoint
+from .cli_args import load_config
 from .hooks.posthoc_ema_hook import SNAPSHOT_DIR
 from .model.averaged_model import SIGMA_REL_MAX
 from .model.posthoc_ema import read_snapshots, synthesize
@@ -43,9 +44,8 @@ def _config_of(work_dir: str, config: Optional[str]) -> str:
 
 def sweep(work_dir: str, widths: List[float], config: Optional[str], step: Optional[int]) -> list:
     """[(sigma_rel, metrics)] for each width, evaluated with the config's val loop."""
-    from .cli import _load_config
     from .runner import Runner
-    cfg = _load_config(_config_of(work_dir, config), osp.join(work_dir, 'posthoc_sweep'), None)
+    cfg = load_config(_config_of(work_dir, config), osp.join(work_dir, 'posthoc_sweep'), None)
     cfg['custom_hooks'] = []  # the synthesized weights only: no EMAHook swapping its own in
     cfg['default_hooks'] = dict(cfg.get('default_hooks') or {}, checkpoint=None)
     cfg['load_from'], cfg['resume'] = None, False

@@ -10,10 +10,15 @@ is, its value and what is allowed. Only kinds whose meaning is clear are checked
 numbers and sequences; other options (strings, dicts, callables) go to the class as given.
 
 Where MMEngine or MMCV accept a value, so does this: ``0``/``1`` as booleans, an integer where a
-float is expected, ``None`` where the annotation says ``Optional``. An interval of 0 is refused
-(every one of them means "never", silently, where the original takes it: ``CheckpointHook`` saves
-no periodic checkpoint, ``LoggerHook`` logs nothing). The runners of both worlds call it on the
-config entries they build (``minimm/runner/checks.py``, ``minimm/mmcv/train.py``).
+float is expected, ``None`` where the annotation says ``Optional``. The config checks of both
+worlds call it on the entries they build (``minimm/runner/checks.py``,
+``minimm/mmcv/config_checks.py``).
+
+One mistake, one message: a class that checks some of its options in its own constructor (as
+MMEngine's ``LoggerHook`` checks ``interval``, in words its tests match) names them in
+``checked_in_init``, and ``check_arguments`` runs those checks first, on a throwaway instance
+built from those options alone, instead of writing them again. So ``LoggerHook(interval=0)``
+and ``default_hooks.logger.interval=0`` say the same thing, the second with where it is.
 """
 import inspect
 import numbers
@@ -28,15 +33,21 @@ _UNIONS = (typing.Union, getattr(types, 'UnionType', typing.Union))  # X | Y: Py
 _SEQUENCE_TYPES = (list, tuple, typing.Sequence, typing.List, typing.Tuple)
 
 
-def _resolved(annotation, namespace: dict):
-    """An annotation written as a string (``'int | None'``, as torch writes some) as a type, or
-    the string when its names cannot be resolved here."""
+# torch writes some annotations as text (DataLoader's ``shuffle: 'bool | None'``); those made of
+# these names are read here, the others are left unchecked (never evaluated: text is not code).
+_BUILTIN_NAMES = {'int': int, 'float': float, 'bool': bool, 'None': type(None), 'list': list,
+                  'tuple': tuple}
+
+
+def _from_text(annotation):
+    """An annotation written as text, such as ``'int | None'``, as the types it names; the text
+    itself when a part of it is not one of ``_BUILTIN_NAMES``."""
     if not isinstance(annotation, str):
         return annotation
-    try:
-        return eval(annotation, dict(namespace))  # names of the class's own module
-    except Exception:
+    parts = [part.strip() for part in annotation.split('|')]
+    if not all(part in _BUILTIN_NAMES for part in parts):
         return annotation
+    return typing.Union[tuple(_BUILTIN_NAMES[part] for part in parts)]
 
 
 def _kind(parameter: inspect.Parameter) -> Optional[tuple]:
@@ -93,22 +104,26 @@ def problem(kind: str, value) -> Optional[str]:
 
 def check_arguments(cls: type, kwargs: dict, where: str) -> None:
     """Raise for an entry of ``kwargs`` that ``cls``'s constructor (or a base's, for options it
-    passes on) cannot take as it is meant: ``where.key=value: must be ... (an option of cls)``."""
+    passes on) cannot take as it is meant: the class's own words for the options it checks
+    itself (``checked_in_init``), ``where.key=value: must be ... (an option of cls)`` for the
+    kinds of the others."""
+    own = {key: kwargs[key] for key in getattr(cls, 'checked_in_init', ()) if key in kwargs}
+    if own:
+        try:
+            cls(**own)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f'{where}: {error}') from error
     parameters = {}
     for klass in reversed(inspect.getmro(cls)):
         init = klass.__dict__.get('__init__')
         if init is not None and inspect.isfunction(init):
             for name, parameter in inspect.signature(init).parameters.items():
-                parameters[name] = parameter.replace(
-                    annotation=_resolved(parameter.annotation, init.__globals__))
+                parameters[name] = parameter.replace(annotation=_from_text(parameter.annotation))
     for key, value in kwargs.items():
         kind = _kind(parameters[key]) if key in parameters else None
         if kind is None or (value is None and kind[1]):
             continue
         wrong = problem(kind[0], value)
-        if wrong is None and kind[0] == 'number' and (key == 'interval' or
-                                                      key.endswith('_interval')) and value == 0:
-            wrong = 'must not be 0 (an interval of 0 would mean never)'
         if wrong is not None:
             raise ValueError(f'{where}.{key}={value!r}: {wrong} (an option of {cls.__name__})')
 
@@ -122,9 +137,11 @@ def is_whole(value) -> bool:
 
 def whole_number(name: str, value, minimum: Optional[int] = None) -> int:
     """``value`` as an int; a ValueError naming ``name`` and ``value`` unless it is a whole number
-    (>= ``minimum`` when given). ``runner/checks.py`` checks the config with it, and the train
-    loops their counters: a loop may be built without the Runner."""
-    if not is_whole(value) or (minimum is not None and value < minimum):
-        allowed = 'an integer' if minimum is None else f'an integer >= {minimum}'
-        raise ValueError(f'{name}={value!r}: must be {allowed}')
-    return int(value)
+    (>= ``minimum`` when given). The config checks of both worlds check their counters with it,
+    and the train loops theirs: a loop may be built without the Runner."""
+    if is_whole(value) and (minimum is None or value >= minimum):
+        return int(value)
+    allowed = 'an integer' if minimum is None else f'an integer >= {minimum}'
+    # A number in quotes is told so: problem() adds the hint to its 'must be a number'.
+    wrong = (None if is_whole(value) else problem('number', value)) or 'must be a number'
+    raise ValueError(f'{name}={value!r}: {wrong.replace("a number", allowed)}')

@@ -82,14 +82,19 @@ def claim_for_training(work_dir: str, found: Optional[List[str]] = None) -> None
     _trained_here.add(real)
 
 
-def free_work_dir(base: str) -> str:
-    """``base``, or ``base_2``, ``base_3``... the first that holds no checkpoints (``minimm
-    demo``'s default, so a second demo keeps the first one's files)."""
-    number, path = 1, base
-    while checkpoints_in(path):
+def first_free(base: str, taken: Callable[[str], bool]) -> str:
+    """``base``, or ``base_2``, ``base_3``... the first name that is not ``taken``."""
+    number, name = 1, base
+    while taken(name):
         number += 1
-        path = f'{base}_{number}'
-    return path
+        name = f'{base}_{number}'
+    return name
+
+
+def free_work_dir(base: str) -> str:
+    """``base``, or ``base_2``... the first that holds no checkpoints (``minimm demo``'s
+    default, so a second demo keeps the first one's files)."""
+    return first_free(base, checkpoints_in)
 
 
 def own_path(recorded: Optional[str], folder: str) -> Optional[str]:

@@ -89,11 +89,31 @@ def _runner_with(tmp_path, name, key, value):
     return Runner(**kwargs)
 
 
+def _own_refusal(cls, key, value):
+    """The error ``cls`` raises for ``key=value`` when it checks that option itself, else None."""
+    if key not in getattr(cls, 'checked_in_init', ()):
+        return None
+    try:
+        cls(**{key: value})
+    except (TypeError, ValueError) as error:
+        return error
+    return None
+
+
 CASES = [(name, key, kind) for name, options in OPTIONS.items() for key, kind in options.items()]
 
 
 @pytest.mark.parametrize('name,key,kind', CASES, ids=[f'{n}.{k}' for n, k, _ in CASES])
 def test_a_bad_option_of_a_built_in_hook_or_loop_is_named_at_start(tmp_path, name, key, kind):
+    cls = {**HOOKS.module_dict, **LOOPS.module_dict}[name]
+    own = _own_refusal(cls, key, BAD[kind])
+    if own is not None:
+        # The class refuses it itself: one message, its own, whether built in Python or from
+        # a config (there with where it is).
+        with pytest.raises(type(own)) as info:
+            _runner_with(tmp_path, name, key, BAD[kind])
+        assert str(info.value) == f'custom_hooks[0]: {own}'
+        return
     with pytest.raises(ValueError) as info:
         _runner_with(tmp_path, name, key, BAD[kind])
     message = str(info.value)
@@ -103,13 +123,27 @@ def test_a_bad_option_of_a_built_in_hook_or_loop_is_named_at_start(tmp_path, nam
 
 
 @pytest.mark.parametrize('name,key,message', [
-    ('CheckpointHook', 'interval', 'interval=0: must not be 0'),
-    ('LoggerHook', 'interval', 'interval=0: must not be 0'),
-    ('LoggerHook', 'interval_exp_name', 'interval_exp_name must be greater than 0, got 0'),
+    ('CheckpointHook', 'interval', r'custom_hooks\[0\]: interval=0: must not be 0'),
+    ('LoggerHook', 'interval', r'custom_hooks\[0\]: interval must be greater than 0, got 0'),
+    ('LoggerHook', 'interval_exp_name',
+     r'custom_hooks\[0\]: interval_exp_name must be greater than 0, got 0'),
     ('EpochBasedTrainLoop', 'val_interval', 'val_interval=0: must be an integer >= 1')])
 def test_an_interval_of_zero_is_refused(tmp_path, name, key, message):
     with pytest.raises(ValueError, match=message):
         _runner_with(tmp_path, name, key, 0)
+
+
+@pytest.mark.parametrize('name,key,value', [
+    ('LoggerHook', 'interval', '3'), ('LoggerHook', 'ignore_last', 'no'),
+    ('LoggerHook', 'interval', 0), ('PostHocEMAHook', 'snapshot_interval', 0),
+    ('CheckpointHook', 'interval', 0)])
+def test_one_mistake_has_one_message_in_python_and_in_a_config(tmp_path, name, key, value):
+    # The oracle: what the class says when built directly; a config says the same, with where.
+    with pytest.raises((TypeError, ValueError)) as own:
+        HOOKS.get(name)(**{key: value})
+    with pytest.raises(type(own.value)) as info:
+        _runner_with(tmp_path, name, key, value)
+    assert str(info.value) == f'custom_hooks[0]: {own.value}'
 
 
 @pytest.mark.parametrize('value', [True, False, 0, 1])
@@ -284,11 +318,11 @@ def _mmcv_config(tmp_path, extra):
      "mean 'Step'?"),
     ("checkpoint_config = dict(interval=1, max_keep_ckpt=2)\n",
      "checkpoint_config has unknown keys ['max_keep_ckpt'] (did you mean 'max_keep_ckpts'"),
-    ("checkpoint_config = dict(interval=0)\n", 'checkpoint_config.interval=0: must not be 0'),
+    ("checkpoint_config = dict(interval=0)\n", 'checkpoint_config: interval=0: must not be 0'),
     ("checkpoint_config = dict(by_epoch='no')\n",
      "checkpoint_config.by_epoch='no': must be True or False"),
     ("log_config = dict(interval='10')\n", "log_config.interval='10': must be a number"),
-    ("evaluation = dict(interval=0)\n", 'evaluation.interval=0: must not be 0'),
+    ("evaluation = dict(interval=0)\n", 'interval must be a positive number, but got 0'),
     ("optimizer_config = dict(grad_clip=None, detect_anomalous_params='yes')\n",
      "optimizer_config.detect_anomalous_params='yes': must be True or False"),
 ])

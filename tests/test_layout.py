@@ -99,3 +99,80 @@ def test_the_import_parser_sees_relative_imports():
     imports = _imported_modules(osp.join(ROOT, 'hooks', 'ema_hook.py'))
     assert 'minimm.checkpoint' in imports and 'minimm.hooks.hook' in imports
 
+
+
+# Names that start with an underscore in MMEngine 0.10.7 / MMCV 1.7.2 themselves and are imported
+# across modules there too (``from mmengine.optim.scheduler import _ParamScheduler``...): kept
+# as they are, since the promise is their names.
+UPSTREAM_PRIVATE_NAMES = {
+    '_ParamScheduler',  # mmengine.optim.scheduler.param_scheduler
+    '_BatchNorm', '_ConvNd', '_InstanceNorm', '_MaxPoolNd',  # mmengine.utils.dl_utils
+    '_load_checkpoint', '_load_checkpoint_to_model',  # mmengine.runner.checkpoint
+    '_load_checkpoint_with_prefix',  # mmcv.runner.checkpoint
+    # Config's static methods in MMEngine, module functions here (config/substitution.py)
+    '_pre_substitute_base_vars', '_substitute_base_vars', '_substitute_env_variables',
+    '_substitute_predefined_vars',
+}
+
+
+def _private_imports(path: str):
+    """``module:name`` for each ``from <minimm module> import _name`` in ``path``."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or
+                                                 (node.module or '').startswith('minimm')):
+            module = '.' * node.level + (node.module or '')
+            found += [f'{module}:{alias.name}' for alias in node.names
+                      if alias.name.startswith('_') and not alias.name.startswith('__')]
+    return found
+
+
+@pytest.mark.parametrize('path', _all_python_files(), ids=lambda p: osp.relpath(p, ROOT))
+def test_no_private_name_is_imported_across_modules(path):
+    # A helper two modules need is public in the module below both (e.g. cli_args.py for the
+    # subcommands), so a reader can tell a file's own helpers from what others lean on.
+    private = [name for name in _private_imports(path)
+               if name.split(':')[1] not in UPSTREAM_PRIVATE_NAMES]
+    assert not private, f'{osp.relpath(path, ROOT)} imports private names {private}'
+
+
+def test_the_private_import_finder_sees_one(tmp_path):
+    # The oracle for the test above: lines written out here, in both spellings.
+    sample = tmp_path / 'sample.py'
+    sample.write_text('from .cli import _load_config, help_text\n'
+                      'from minimm.plot.lr import _NoOpModel\nfrom os.path import _joinrealpath\n')
+    assert _private_imports(str(sample)) == ['.cli:_load_config', 'minimm.plot.lr:_NoOpModel']
+
+
+# The Runner is one class in several files; each piece sets what it owns. The Runner proper
+# (runner.py) owns the run's state; a mixin's own attributes are its business.
+RUNNER_PIECES = {'runner.py': 'Runner', 'builders.py': 'BuildMixin', 'resume.py': 'CheckpointMixin',
+                 'hook_dispatch.py': 'HookDispatchMixin'}
+# hook_dispatch.py makes the profiler as it makes the hook list (hooks_cli.py uses the mixin
+# alone); runner.py's failure guard reads it.
+READ_ACROSS = {'_hook_profiler'}
+
+
+def _set_and_read(path: str, cls_name: str):
+    """(attributes ``cls_name`` sets on ``self``, attributes it reads, its methods)."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    nodes = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == 'self']
+    set_ = {n.attr for n in nodes if isinstance(n.ctx, ast.Store)}
+    return set_, {n.attr for n in nodes if isinstance(n.ctx, ast.Load)}, methods
+
+
+def test_no_runner_piece_reads_state_another_mixin_sets():
+    pieces = {name: _set_and_read(osp.join(ROOT, 'runner', name), cls)
+              for name, cls in RUNNER_PIECES.items()}
+    assert 'timestamp' in pieces['runner.py'][0]  # the oracle: the parser sees what is set
+    for name, (own, read, methods) in pieces.items():
+        by_mixins = set().union(*(s - pieces['runner.py'][0] for other, (s, _, _) in
+                                  pieces.items() if other not in (name, 'runner.py')))
+        across = sorted((read - own - methods) & by_mixins - READ_ACROSS)
+        assert not across, f'runner/{name} reads {across}, set by another mixin'

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.ops_backend  # EMAHook averages through the ops
     ("optimizer = dict(type='SGDD')\n",
      "optimizer.type='SGDD': SGDD is not in the optimizer registry. Did you mean 'SGD'"),
     ("runner = dict(max_epochs='2')\n",
-     "runner.max_epochs='2': must be an integer (it is a string: write 2 without quotes)"),
+     "runner.max_epochs='2': must be an integer >= 0 (it is a string: write 2 without quotes)"),
     ("runner = dict(max_epochs=-1)\n", 'runner.max_epochs=-1: must be an integer >= 0'),
     ("runner = dict(type='EpochBasedRuner')\n",
      "runner.type='EpochBasedRuner': EpochBasedRuner is not in the runner registry. Did you "

@@ -6,7 +6,8 @@ import warnings
 
 import pytest
 
-from minimm.cli import DEMO_CONFIG, _load_config, main
+from minimm.cli import DEMO_CONFIG, main
+from minimm.cli_args import load_config
 from minimm.config.top_level_keys import RUNNER_KEYS
 from minimm.hooks import CheckpointHook, EMAHook, Hook
 from minimm.runner import Runner
@@ -115,15 +116,15 @@ def test_every_runner_argument_is_a_known_key():
 def test_cfg_options_adding_an_unused_key_warns(tmp_path):
     with pytest.warns(UserWarning, match="--cfg-options sets 'foo', a top-level key that neither "
                                          'the config nor the runner uses'):
-        _load_config(DEMO_CONFIG, str(tmp_path), ['foo=1', 'train_cfg.max_epochs=1'])
+        load_config(DEMO_CONFIG, str(tmp_path), ['foo=1', 'train_cfg.max_epochs=1'])
     with warnings.catch_warnings():  # keys the config has, or the runner reads, are quiet
         warnings.simplefilter('error', UserWarning)
-        _load_config(DEMO_CONFIG, str(tmp_path), ['train_cfg.max_epochs=1', 'resume=True'])
+        load_config(DEMO_CONFIG, str(tmp_path), ['train_cfg.max_epochs=1', 'resume=True'])
 
 
 def test_an_mmcv_config_with_a_misspelt_key_warns(tmp_path):
     with pytest.warns(UserWarning, match="'checkpoint_confg' .* did you mean 'checkpoint_config'"):
-        _load_config(MMCV_CONFIG, str(tmp_path), ['checkpoint_confg.interval=1'])
+        load_config(MMCV_CONFIG, str(tmp_path), ['checkpoint_confg.interval=1'])
 
 
 def test_cli_train_names_a_bad_max_epochs(tmp_path):

@@ -11,6 +11,7 @@ from minimm.cli import DEMO_CONFIG
 from minimm.config import ConfigDict
 from minimm.mmcv import train as mmcv_train
 from minimm.mmcv.resume_fallback import newest_readable_checkpoint
+from minimm.runner.world_size import world_size_change_message
 from toy import toy_runner
 
 pytestmark = pytest.mark.ops_backend  # toy_runner's model trains through the ops
@@ -118,3 +119,16 @@ def test_load_from_with_another_head_reports_model_and_ema_once_each_labelled(tm
     assert log.count('The model and loaded state dict do not match exactly') == 1
     assert log.count("The EMA model (EMAHook's averaged copy) and loaded state dict do not "
                      'match exactly') == 1
+
+
+def test_a_world_size_change_is_named_by_what_an_iteration_now_takes():
+    # Same per-rank batch: half the ranks, half the samples per iteration.
+    same_batch = world_size_change_message(2, 1, 8, 4, samples_per_iter=4, saved_samples_per_iter=8)
+    assert 'sees 4 samples, where it took 8' in same_batch
+    assert 'an epoch is now 8 iterations (was 4)' in same_batch
+    # The per-rank batch doubled to keep 8 samples an iteration: steps keep their meaning.
+    kept = world_size_change_message(2, 1, 4, 4, samples_per_iter=8, saved_samples_per_iter=8)
+    assert 'still takes 8 samples over all ranks' in kept and 'move through' not in kept
+    # An older checkpoint without the count: the ratio of the world sizes.
+    assert 'sees 1/2 of the samples' in world_size_change_message(2, 1)
+    assert world_size_change_message(2, 2) is None and world_size_change_message(None, 2) is None

@@ -296,6 +296,8 @@ def test_resume_on_4_then_1_and_on_1_process_reaches_the_uninterrupted_state(run
         assert diff <= BOUND
         (line, ) = _world_size_lines(resumed['log'])
         assert words in line
+        # The per-rank batch was scaled to keep 8 samples an iteration: the line says so.
+        assert 'still takes 8 samples over all ranks' in line and 'move through' not in line
     # The bound is not loose: the state moved by far more than it in one epoch.
     assert _max_diff(straight[3], straight[4]) > 1000 * BOUND
 

@@ -27,8 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..cli import help_text
-
+from ..cli_args import help_text
 from ..model import BaseModel
 
 

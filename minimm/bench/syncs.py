@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..cli import help_text
+from ..cli_args import help_text
 from ..runner.device_reads import DeviceReads
 
 ITERS, INTERVAL = 200, 50

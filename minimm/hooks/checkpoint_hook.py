@@ -94,6 +94,7 @@ class CheckpointHook(Hook):
     init_value_map = INIT_VALUE_MAP
     _default_greater_keys = DEFAULT_GREATER_KEYS
     _default_less_keys = DEFAULT_LESS_KEYS
+    checked_in_init = ('interval',)  # 0: the config check asks this constructor (values.py)
 
     def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
                  save_param_scheduler: bool = True, out_dir: Optional[str] = None,
@@ -111,6 +112,9 @@ class CheckpointHook(Hook):
             raise ValueError(f'CheckpointHook: agreement_check={agreement_check!r} must be one of '
                              f'{AGREEMENT_CHECKS}')
         self.agreement_check = agreement_check
+        if interval == 0:  # MMEngine takes it and never saves a periodic checkpoint
+            raise ValueError('interval=0: must not be 0 (an interval of 0 would mean never; -1 '
+                             'saves no periodic checkpoint)')
         self.interval = interval
         self.by_epoch = by_epoch
         self.save_optimizer = save_optimizer

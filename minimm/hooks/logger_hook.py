@@ -29,8 +29,8 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ..dist import is_main_process
 from ..console_details import DETAIL
+from ..dist import is_main_process
 from ..plain_data import to_plain_data
 from ..registry import HOOKS
 from .hook import DATA_BATCH, Hook
@@ -62,6 +62,10 @@ class LoggerHook(Hook):
         'after_test_epoch': 'metrics:* message_hub:test/* -> file:*.json(rank0)',
         'after_run': '-> file:{out_dir}/*',  # every rank uploads, as in MMEngine
     }
+
+    # Checked here, in MMEngine's words; the config check asks this constructor (values.py).
+    checked_in_init = ('interval', 'ignore_last', 'interval_exp_name', 'keep_local', 'out_dir',
+                       'out_suffix')
 
     def __init__(self, interval: int = 10, ignore_last: bool = True,
                  interval_exp_name: int = 1000, out_dir: Optional[Union[str, Path]] = None,

@@ -56,6 +56,8 @@ class PostHocEMAHook(Hook):
         'after_load_checkpoint': 'checkpoint:posthoc_ema -> ema',
     }
 
+    checked_in_init = ('sigma_rels', 'snapshot_interval')  # the config check asks (values.py)
+
     def __init__(self, sigma_rels: Sequence[float] = (0.05, 0.10), snapshot_interval: int = 1000,
                  update_buffers: bool = False, ema_dtype=None) -> None:
         if not isinstance(sigma_rels, (list, tuple)):

@@ -5,8 +5,7 @@ from .logger import MMLogger, print_log
 from .message_hub import MessageHub
 from .tracking_backends import (ClearMLVisBackend, DVCLiveVisBackend, MLflowVisBackend,
                                 NeptuneVisBackend, WandbVisBackend)
-from .vis_backend import (BaseVisBackend, LocalVisBackend, TensorboardVisBackend,
-                          config_pretty_text)
+from .vis_backend import BaseVisBackend, LocalVisBackend, TensorboardVisBackend, config_pretty_text
 from .visualizer import Visualizer
 
 __all__ = ['HistoryBuffer', 'LogProcessor', 'MMLogger', 'print_log', 'MessageHub',

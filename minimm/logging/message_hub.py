@@ -34,9 +34,9 @@ import numpy as np
 import torch
 
 from ..plain_data import to_plain_data
+from ..utils.manager import ManagerMixin
 from .history_buffer import HistoryBuffer
 from .logger import print_log
-from ..utils.manager import ManagerMixin
 
 
 class MessageHub(ManagerMixin):

@@ -17,7 +17,7 @@ import inspect
 
 from minimm.dataflow import check_hooks_mode
 from minimm.registry.lookup import did_you_mean
-from minimm.values import check_arguments, is_whole, problem
+from minimm.values import check_arguments, problem, whole_number
 
 from .builder import RUNNERS
 from .hooks import HOOKS, EvalHook
@@ -55,13 +55,6 @@ def _policy_class(entry: dict, suffix: str, where: str) -> type:
                        f'{did_you_mean(policy, policies)} The policies: '
                        f'{", ".join(sorted(policies))}')
     return cls
-
-
-def _whole(where: str, value, minimum: int) -> None:
-    """A counter: a whole number >= ``minimum`` (a float such as 2.0 as well, as MMCV runs it)."""
-    if not is_whole(value) or value < minimum:
-        wrong = problem('number', value) or f'must be an integer >= {minimum}'
-        raise ValueError(f'{where}={value!r}: {wrong.replace("a number", "an integer")}')
 
 
 def _check_hook(entry, where: str, default_type=None, cls=None) -> None:
@@ -127,7 +120,7 @@ def _check_runner(runner: dict, workflow) -> None:
     cls = _class_of(runner, RUNNERS, 'runner')
     for key in ('max_epochs', 'max_iters'):
         if runner.get(key) is not None:
-            _whole(f'runner.{key}', runner[key], 0)
+            whole_number(f'runner.{key}', runner[key], 0)
     shape = ("a list of one or two (phase, count) tuples, e.g. [('train', 1)] or "
              "[('train', 1), ('val', 1)]")
     if not isinstance(workflow, list) or len(workflow) not in (1, 2):
@@ -143,7 +136,7 @@ def _check_runner(runner: dict, workflow) -> None:
                              f'of {getattr(cls, "__name__", cls)}: '
                              f'{" or ".join(map(repr, phases))}.'
                              f'{did_you_mean(str(phase), phases)}')
-        _whole(f'workflow[{index}] count', count, 1)
+        whole_number(f'workflow[{index}] count', count, 1)
 
 
 def _check_evaluation(evaluation: dict) -> None:

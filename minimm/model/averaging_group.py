@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from minimm.ops import MAX_TARGETS, AveragingRecord, FusedAveraging
+
 from .averaged_model import plan_record
 
 

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from . import loader
 from .checks import check_pairs
-from .pack import _groups, layout
+from .pack import dtype_groups, layout
 
 _registered = False
 
@@ -35,7 +35,7 @@ def _ema_update_fake(ema: List[Tensor], src: List[Tensor], weight_tensor: Option
 def _pack_fake(tensors: List[Tensor]) -> List[Tensor]:
     _check_one_device('pack', tensors)
     return [tensors[g[0]].new_empty(layout([tensors[i] for i in g])[1])
-            for g in _groups(tensors).values()]
+            for g in dtype_groups(tensors).values()]
 
 
 def _unpack_fake(flats: List[Tensor], tensors: List[Tensor], scale: float) -> None:

@@ -28,7 +28,7 @@ from .aliases import distinct
 from .loader import native_for
 
 
-def _groups(tensors: Sequence[Tensor]) -> Dict[Tuple[torch.dtype, torch.device], List[int]]:
+def dtype_groups(tensors: Sequence[Tensor]) -> Dict[Tuple[torch.dtype, torch.device], List[int]]:
     """Indices of the tensors per (dtype, device), in first-seen order."""
     groups: Dict[Tuple[torch.dtype, torch.device], List[int]] = {}
     for i, t in enumerate(tensors):
@@ -109,7 +109,7 @@ def pack_ref(tensors: Sequence[Tensor]) -> List[Tensor]:
     """The PyTorch twin of :func:`pack`."""
     tensors = list(tensors)
     _check('pack', tensors)
-    return [_pack_group([tensors[i] for i in group]) for group in _groups(tensors).values()]
+    return [_pack_group([tensors[i] for i in group]) for group in dtype_groups(tensors).values()]
 
 
 def unpack_ref(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor],
@@ -117,7 +117,7 @@ def unpack_ref(flat: Union[Tensor, Sequence[Tensor]], tensors: Sequence[Tensor],
     """The PyTorch twin of :func:`unpack_`."""
     tensors, flats = list(tensors), _as_list(flat)
     _check('unpack_', tensors)
-    groups = list(_groups(tensors).values())
+    groups = list(dtype_groups(tensors).values())
     if len(flats) != len(groups):
         raise ValueError(f'unpack_: got {len(flats)} flat tensors but the tensors pack into '
                          f'{len(groups)} (one per dtype and device)')
@@ -173,7 +173,7 @@ class PackPlan:
             if not t.is_contiguous():
                 raise ValueError(f'PackPlan: tensor {i} is not contiguous; call .contiguous() '
                                  'first')
-        groups = _groups(self.tensors)
+        groups = dtype_groups(self.tensors)
         # One native plan per device; each packs its tensors into one flat tensor per dtype.
         devices = list(dict.fromkeys(device for _, device in groups))
         if backend == 'native' and not all(native_for(d) for d in devices):

@@ -119,6 +119,7 @@ class OptimWrapper:
             return
         # Imported here: the optim package does not otherwise depend on logging.
         from ..logging.message_hub import MessageHub
+
         # The tensor itself (MMEngine logs float(norm), which waits for the device): the
         # message hub reads it when a log line asks, giving the same float.
         MessageHub.get_current_instance().update_scalar(f'train/{self.grad_name}', measured)

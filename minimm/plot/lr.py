@@ -24,6 +24,7 @@ from typing import Dict, List, Optional
 import torch
 from torch.utils.data import DataLoader
 
+from ..cli_args import default_work_dir, positive_int
 from . import require_pyplot, save_figure
 
 
@@ -40,6 +41,7 @@ def _epoch_length(cfg) -> int:
         raise ValueError('the config has no training dataset to count; pass --epoch-length')
     import minimm.dataset  # noqa: F401  (registers the datasets)
     import minimm.mmcv.digits  # noqa: F401  (and the MMCV-style ones)
+
     from ..registry import DATASETS
     size = len(DATASETS.build(dataset))
     return size // batch if drop_last else math.ceil(size / batch)
@@ -54,6 +56,7 @@ def _group_values(optimizer) -> Dict[str, float]:
 def mmengine_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List[float]]:
     """``{'lr': [...], 'momentum': [...]}``: one value per training iteration of the config."""
     import minimm.optim  # noqa: F401  (registers the optimizers and schedulers)
+
     from ..optim import build_optim_wrapper
     from ..optim.scheduler.builder import build_param_scheduler
     from ..runner.checks import check_config
@@ -92,7 +95,7 @@ def mmengine_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List
     return values
 
 
-class _NoOpModel(torch.nn.Module):
+class NoOpModel(torch.nn.Module):
     """An MMCV-style model whose ``train_step`` does nothing: only the schedule runs."""
 
     def __init__(self):
@@ -110,7 +113,7 @@ def mmcv_schedule(cfg, epoch_length: Optional[int] = None) -> Dict[str, List[flo
                                                  max_epochs=cfg.get('total_epochs')))
     epoch_length = epoch_length or (_epoch_length(cfg) if runner_cfg['type'] != 'IterBasedRunner'
                                     else 1)
-    model = _NoOpModel()
+    model = NoOpModel()
     optimizer = build_optimizer(model, cfg['optimizer'])  # MMCV's: paramwise_cfg and all
     runner = build_runner(runner_cfg, default_args=dict(
         model=model, optimizer=optimizer, logger=logging.getLogger('minimm.plot.lr')))
@@ -158,7 +161,6 @@ def draw_schedule(values: Dict[str, List[float]], out: str, title: str = '') -> 
 def _default_out(cfg, config_path: str) -> str:
     """``<work_dir>/lr_schedule.png``: beside the run's other files, not in the current folder
     (which is often a source checkout)."""
-    from ..cli import default_work_dir
     work_dir = cfg.get('work_dir') or default_work_dir(config_path)
     os.makedirs(work_dir, exist_ok=True)
     return os.path.join(work_dir, 'lr_schedule.png')
@@ -169,8 +171,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('config', help='a .py config file')
     parser.add_argument('--out', help="the PNG to write (default: lr_schedule.png in the config's "
                                       'work_dir, as `minimm train` would use it)')
-    from ..cli import _positive_int  # demo --epochs's check
-    parser.add_argument('--epoch-length', type=_positive_int,
+    parser.add_argument('--epoch-length', type=positive_int,
                         help='iterations per epoch (default: counted from the train dataset)')
     args = parser.parse_args(argv)
     from ..config import Config

@@ -12,8 +12,7 @@ downstream ``registry.py`` that imports all twenty-three works unchanged.
 """
 import inspect
 
-from .build_functions import (build_model_from_cfg, build_runner_from_cfg,
-                              build_scheduler_from_cfg)
+from .build_functions import build_model_from_cfg, build_runner_from_cfg, build_scheduler_from_cfg
 from .registry import Registry
 
 __all__ = [

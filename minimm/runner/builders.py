@@ -225,20 +225,19 @@ class BuildMixin:
         return loop_cls(runner=self, dataloader=self._train_dataloader, **cfg)
 
     def build_val_loop(self, loop: Union[BaseLoop, Dict]) -> BaseLoop:
-        return self._build_eval_loop(loop, 'val')
+        return self._build_eval_loop(loop, 'val', self._val_dataloader, self._val_evaluator)
 
     def build_test_loop(self, loop: Union[BaseLoop, Dict]) -> BaseLoop:
-        return self._build_eval_loop(loop, 'test')
+        return self._build_eval_loop(loop, 'test', self._test_dataloader, self._test_evaluator)
 
-    def _build_eval_loop(self, loop, mode: str) -> BaseLoop:
+    def _build_eval_loop(self, loop, mode: str, dataloader, evaluator) -> BaseLoop:
         """``build_val_loop``/``build_test_loop``: ``type`` from LOOPS, else ValLoop/TestLoop,
         with the ``mode``'s dataloader and evaluator."""
         if isinstance(loop, BaseLoop):
             return loop
         if not isinstance(loop, dict):
             raise TypeError(f'{mode}_loop should be a Loop object or dict, but got {loop}')
-        default_args = dict(runner=self, dataloader=getattr(self, f'_{mode}_dataloader'),
-                            evaluator=getattr(self, f'_{mode}_evaluator'))
+        default_args = dict(runner=self, dataloader=dataloader, evaluator=evaluator)
         cfg = dict(loop)
         if 'type' in cfg:
             return LOOPS.build(cfg, default_args=default_args)

@@ -12,11 +12,11 @@ from typing import Dict, List, Optional
 
 from torch.utils.data import DataLoader
 
+from ..dataflow import check_hook_order, check_hooks_mode
+from ..hooks import Hook
 from ..optim.scheduler import _ParamScheduler
 from ..registry import (DATA_SAMPLERS, DATASETS, HOOKS, LOOPS, OPTIM_WRAPPERS, OPTIMIZERS,
                         PARAM_SCHEDULERS)
-from ..dataflow import check_hook_order, check_hooks_mode
-from ..hooks import Hook
 from ..values import check_arguments, is_whole, problem, whole_number
 from .hook_dispatch import DEFAULT_HOOKS
 from .loops import EpochBasedTrainLoop, IterBasedTrainLoop
@@ -25,8 +25,10 @@ from .loops import EpochBasedTrainLoop, IterBasedTrainLoop
 TRAIN_CFG_MINIMUMS = dict(max_epochs=0, max_iters=0, val_interval=1, val_begin=None)
 
 
-def check_train_cfg(cfg: dict, logger) -> None:
-    """Raise for a ``train_cfg`` number that cannot work; warn when it trains nothing."""
+def check_train_cfg(cfg: dict, logger=None) -> None:
+    """Raise for a ``train_cfg`` number that cannot work (when the Runner is made, and again
+    as its train loop is built, in case ``train_cfg`` was replaced since); with ``logger``, warn
+    when it trains nothing."""
     for key, minimum in TRAIN_CFG_MINIMUMS.items():
         if key in cfg:
             whole_number(f'train_cfg.{key}', cfg[key], minimum)
@@ -35,7 +37,7 @@ def check_train_cfg(cfg: dict, logger) -> None:
             raise ValueError(f'train_cfg.dynamic_intervals has ({milestone!r}, {interval!r}): '
                              'each must be (an integer milestone, an integer interval >= 1)')
     for key in ('max_epochs', 'max_iters'):
-        if cfg.get(key) == 0:
+        if logger is not None and cfg.get(key) == 0:
             logger.warning(f'train_cfg.{key}=0: train() will run no iteration (as in MMEngine); '
                            f'set {key} >= 1 to train')
 
@@ -160,44 +162,63 @@ def _check_dataloader(loader, where: str) -> None:
 
 
 def check_config(cfg) -> None:
-    """``check_options`` on a whole config, for a command that reads one without building a
-    Runner (``minimm plot-lr``): the same values are refused, in the same words, as by train."""
-    check_options({key: cfg.get(key) for key in CHECKED_OPTIONS})
+    """The values ``check_options`` checks, of a whole config, for a command that reads one
+    without building a Runner (``minimm plot-lr``): refused in the same words as by train."""
+    _check_values(**{key: cfg.get(key) for key in CHECKED_OPTIONS})
 
 
-CHECKED_OPTIONS = ('param_scheduler', 'optim_wrapper', 'train_dataloader', 'val_dataloader',
-                   'test_dataloader', 'default_hooks', 'custom_hooks', 'train_cfg', 'val_cfg',
-                   'test_cfg', 'load_from')
+CHECKED_OPTIONS = ('train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg',
+                   'val_cfg', 'test_cfg', 'optim_wrapper', 'param_scheduler', 'default_hooks',
+                   'custom_hooks', 'load_from')
 
 
-def check_options(options: dict) -> None:
-    """Check the values of a Runner's options (its constructor's arguments, by name) before
-    anything is built: every option of the built-in hooks, loops, schedulers, optimizer
-    wrapper, optimizer and dataloaders must be of its kind (``minimm/values.py``)."""
-    if 'check_hooks' in options:  # a Runner's; a config check (plot-lr) has none
-        check_hooks_mode(options['check_hooks'])
-    check_scheduler_cfg(options['param_scheduler'], options['optim_wrapper'])
-    for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        _check_dataloader(options[key], key)
-    for key, hook in {**DEFAULT_HOOKS, **(options['default_hooks'] or {})}.items():
+def _all_or_none(names: str, values: list) -> None:
+    if not (all(v is None for v in values) or all(v is not None for v in values)):
+        given = ', '.join(f'{n}={"set" if v is not None else None}'
+                          for n, v in zip(names.split(', '), values))
+        raise ValueError(f'{names} should be either all None or not None, but got {given}')
+
+
+def check_options(train_dataloader, val_dataloader, test_dataloader, train_cfg, val_cfg,
+                  test_cfg, optim_wrapper, param_scheduler, val_evaluator, test_evaluator,
+                  default_hooks, custom_hooks, load_from, check_hooks: str) -> None:
+    """Check a Runner's options (its constructor's arguments of these names, in its order)
+    before anything is built: each phase given whole or not at all, ``check_hooks``, and the
+    values (``_check_values``)."""
+    _all_or_none('train_dataloader, train_cfg, optim_wrapper',
+                 [train_dataloader, train_cfg, optim_wrapper])
+    _all_or_none('val_dataloader, val_cfg, val_evaluator', [val_dataloader, val_cfg, val_evaluator])
+    _all_or_none('test_dataloader, test_cfg, test_evaluator',
+                 [test_dataloader, test_cfg, test_evaluator])
+    check_hooks_mode(check_hooks)
+    _check_values(train_dataloader, val_dataloader, test_dataloader, train_cfg, val_cfg, test_cfg,
+                  optim_wrapper, param_scheduler, default_hooks, custom_hooks, load_from)
+
+
+def _check_values(train_dataloader, val_dataloader, test_dataloader, train_cfg, val_cfg,
+                  test_cfg, optim_wrapper, param_scheduler, default_hooks, custom_hooks,
+                  load_from) -> None:
+    """Every option of the built-in hooks, loops, schedulers, optimizer wrapper, optimizer and
+    dataloaders must be of its kind (``minimm/values.py``)."""
+    check_scheduler_cfg(param_scheduler, optim_wrapper)
+    for key, loader in (('train_dataloader', train_dataloader),
+                        ('val_dataloader', val_dataloader), ('test_dataloader', test_dataloader)):
+        _check_dataloader(loader, key)
+    for key, hook in {**DEFAULT_HOOKS, **(default_hooks or {})}.items():
         _check_hook(hook, f'default_hooks.{key}', DEFAULT_HOOKS.get(key, {}).get('type'))
-    for index, hook in enumerate(options['custom_hooks'] or []):
+    for index, hook in enumerate(custom_hooks or []):
         _check_hook(hook, f'custom_hooks[{index}]')
-    train_cfg = options['train_cfg']
     if isinstance(train_cfg, dict) and train_loop_kind(train_cfg) is not None:
         default = 'EpochBasedTrainLoop' if train_cfg.get('by_epoch', True) else \
             'IterBasedTrainLoop'
         wrong = problem('bool', train_cfg.get('by_epoch', True))
         if wrong:
             raise ValueError(f'train_cfg.by_epoch={train_cfg["by_epoch"]!r}: {wrong}')
-        for key, minimum in TRAIN_CFG_MINIMUMS.items():  # the counters: whole numbers
-            if key in train_cfg:
-                whole_number(f'train_cfg.{key}', train_cfg[key], minimum)
         _check_entry({k: v for k, v in train_cfg.items() if k != 'by_epoch' and k not in
                       TRAIN_CFG_MINIMUMS}, LOOPS, 'train_cfg', default)
-    for key, default in (('val_cfg', 'ValLoop'), ('test_cfg', 'TestLoop')):
-        _check_entry(options[key], LOOPS, key, default)
-    optim_wrapper = options['optim_wrapper']
+        check_train_cfg(train_cfg)  # the counters
+    _check_entry(val_cfg, LOOPS, 'val_cfg', 'ValLoop')
+    _check_entry(test_cfg, LOOPS, 'test_cfg', 'TestLoop')
     if isinstance(optim_wrapper, dict):
         options_of_wrapper = {k: v for k, v in optim_wrapper.items()
                               if k not in ('optimizer', 'constructor', 'paramwise_cfg')}
@@ -207,11 +228,9 @@ def check_options(options: dict) -> None:
             raise ValueError(f'optim_wrapper.clip_grad.max_norm={clip["max_norm"]!r}: '
                              f'{problem("number", clip["max_norm"])}')
         _check_entry(optim_wrapper.get('optimizer'), OPTIMIZERS, 'optim_wrapper.optimizer')
-    schedulers = options['param_scheduler']
-    for index, entry in enumerate(schedulers if isinstance(schedulers, (list, tuple)) else
-                                  [schedulers]):
+    for index, entry in enumerate(param_scheduler if isinstance(param_scheduler, (list, tuple))
+                                  else [param_scheduler]):
         _check_entry(entry, PARAM_SCHEDULERS, f'param_scheduler[{index}]')
-    load_from = options['load_from']
     if not isinstance(load_from, (str, os.PathLike, dict, type(None))):
         raise TypeError(f'load_from={load_from!r}: must be a checkpoint path (a str), '
                         "dict(path=..., trusted=True) or None")

@@ -21,9 +21,9 @@ hook and the stage (MMEngine re-raises a ``TypeError`` as a plain ``TypeError``)
 from typing import Dict, List, Optional, Union
 
 from ..hooks import Hook
+from ..priority import get_priority, priority_name
 from ..registry import HOOKS
 from .hook_profiler import HookProfiler
-from ..priority import get_priority, priority_name
 
 DEFAULT_HOOKS = dict(
     runtime_info=dict(type='RuntimeInfoHook'),

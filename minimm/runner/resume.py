@@ -19,7 +19,6 @@ path; ``resume=True`` falls back to the newest readable checkpoint when the late
 read; ``load_from=dict(path=..., trusted=True)`` loads a file that needs arbitrary unpickling.
 """
 import contextlib
-import os
 import os.path as osp
 import pickle
 import time
@@ -36,8 +35,7 @@ from ..sharded_checkpoint import (is_sharded, load_sharded_checkpoint, save_full
                                   save_sharded_checkpoint, saves_whole_files, shard_whole)
 from ..checkpoint import (UntrustedCheckpointError, check_fit, numbered_checkpoints,
                           set_aside)
-from ..work_dir import (checkpoints_in, claim_for_training, hold_work_dir, make_work_dir,
-                        own_path)
+from ..work_dir import checkpoints_in, claim_for_training, own_path
 from .loops import EpochBasedTrainLoop
 from .world_size import world_size_change_message
 from .checkpoint import (DEFAULT_REVISE_KEYS, CheckpointError, _load_checkpoint,
@@ -69,22 +67,6 @@ class CheckpointMixin:
             yield
         finally:
             self._loading_for = before
-
-    def _claim_work_dir(self) -> None:
-        """Lock the work dir for this run (on rank 0, which writes the checkpoints; see
-        ``minimm/work_dir.py``) and name the log folder after the start time, with a suffix if
-        an earlier run in this work dir started in the same second (MMEngine shares it)."""
-        if self.rank == 0:  # the only writer, on a shared work dir too
-            make_work_dir(self.work_dir)
-            self._work_dir_lock = hold_work_dir(self, self.work_dir)
-        self.timestamp = stamp = self._shared_timestamp()
-        number = 1
-        while not self.distributed and osp.exists(osp.join(self.work_dir, self.timestamp)):
-            number += 1
-            self.timestamp = f'{stamp}_{number}'
-        self._log_dir = osp.join(self.work_dir, self.timestamp)
-        if self.rank == 0:
-            os.makedirs(self._log_dir, exist_ok=True)
 
     def load_or_resume(self) -> None:
         """Resume (``resume=True``) or load weights (``load_from``), once.
@@ -249,9 +231,16 @@ class CheckpointMixin:
             if meta['epoch'] > 0 and meta['iter'] % meta['epoch'] == 0:
                 saved_per_epoch = meta['iter'] // meta['epoch']
         message = world_size_change_message(meta.get('world_size'), self.world_size, per_epoch,
-                                            saved_per_epoch)
+                                            saved_per_epoch, self._samples_per_iter(),
+                                            meta.get('samples_per_iter'))
         if message is not None:
             self.logger.warning(message)
+
+    def _samples_per_iter(self) -> Optional[int]:
+        """One training iteration's samples over all ranks, when the dataloader says its batch
+        size (None for a config not built yet, or a batch sampler)."""
+        batch_size = getattr(self.train_dataloader, 'batch_size', None)
+        return batch_size * self.world_size if isinstance(batch_size, int) else None
 
     def _warn_if_finished(self) -> None:
         """Say when a resumed run has nothing left to train, or when a scheduler's ``end`` was
@@ -306,7 +295,8 @@ class CheckpointMixin:
         meta.update(cfg=self.cfg.pretty_text, seed=self.seed,
                     experiment_name=self.experiment_name,
                     time=time.strftime('%Y%m%d_%H%M%S', time.localtime()),
-                    minimm_version=__version__, world_size=self.world_size)
+                    minimm_version=__version__, world_size=self.world_size,
+                    samples_per_iter=self._samples_per_iter())
         dataset_meta = getattr(self.train_dataloader.dataset, 'metainfo', None)
         if dataset_meta is not None:
             meta['dataset_meta'] = dataset_meta

@@ -29,6 +29,7 @@ are plain attributes here; ``experiment_name`` and ``log_dir`` keep MMEngine's
 import contextlib
 import copy
 import logging
+import os
 import os.path as osp
 import time
 from typing import Dict, List, Optional, Union
@@ -38,34 +39,25 @@ import torch.nn as nn
 from torch.utils.data import DataLoader
 
 from .. import __version__
-# Importing a package registers its classes by name; the imports below cover hooks, datasets,
-# metrics and optimizers, and this one the models (DigitsCNN, the averaged models).
-from .. import model as _models  # noqa: F401
+from .. import model as _models  # noqa: F401  (importing it registers DigitsCNN, the EMAs...)
+from ..checkpoint import unwrap_model
 from ..config import Config
 from ..config.top_level_keys import RUNNER_KEYS, warn_unknown_keys
+from ..console_details import DETAIL
 from ..dist import get_dist_info, master_only
 from ..hooks import Hook
 from ..logging import Visualizer
-from ..console_details import DETAIL
 from ..optim import OptimWrapper
 from ..randomness import set_random_seed
 from ..registry import RUNNERS, DefaultScope
-from .builders import BuildMixin
-from ..checkpoint import unwrap_model
-from ..work_dir import make_work_dir
-from .resume import CheckpointMixin, parse_load_from
-from .hook_dispatch import HookDispatchMixin
+from ..work_dir import first_free, hold_work_dir, make_work_dir
 from .base_loop import BaseLoop
+from .builders import BuildMixin
 from .checks import check_options, check_registered_hooks
+from .hook_dispatch import HookDispatchMixin
+from .resume import CheckpointMixin, parse_load_from
 
 ConfigType = Union[dict, Config]
-
-
-def _all_or_none(names: str, values: list) -> None:
-    if not (all(v is None for v in values) or all(v is not None for v in values)):
-        given = ', '.join(f'{n}={"set" if v is not None else None}'
-                          for n, v in zip(names.split(', '), values))
-        raise ValueError(f'{names} should be either all None or not None, but got {given}')
 
 
 @RUNNERS.register_module()
@@ -117,20 +109,16 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                  default_scope: Optional[str] = 'mmengine', randomness: Optional[dict] = None,
                  experiment_name: Optional[str] = None, cfg: Optional[ConfigType] = None,
                  profile_hooks: bool = False, verbose: bool = False, check_hooks: str = 'warn'):
-        # Several processes: made by rank 0 alone, in _claim_work_dir.
+        # Several processes: made by rank 0 alone, below.
         self.work_dir = make_work_dir(work_dir, create=launcher == 'none')
         self._details = None if verbose else DETAIL   # how the long startup lines are logged
         self.cfg = (copy.deepcopy(cfg) if isinstance(cfg, Config)
                     else Config(copy.deepcopy(cfg or {})))   # a copy: the caller's stays as it was
 
-        _all_or_none('train_dataloader, train_cfg, optim_wrapper',
-                     [train_dataloader, train_cfg, optim_wrapper])
-        check_options(locals())  # every option's value, before anything is built (checks.py)
+        check_options(train_dataloader, val_dataloader, test_dataloader, train_cfg, val_cfg,
+                      test_cfg, optim_wrapper, param_scheduler, val_evaluator, test_evaluator,
+                      default_hooks, custom_hooks, load_from, check_hooks)  # before any build
         self.auto_scale_lr = auto_scale_lr
-        _all_or_none('val_dataloader, val_cfg, val_evaluator',
-                     [val_dataloader, val_cfg, val_evaluator])
-        _all_or_none('test_dataloader, test_cfg, test_evaluator',
-                     [test_dataloader, test_cfg, test_evaluator])
         # Built lazily by train()/val()/test(); until then these hold the configs.
         self._train_dataloader = train_dataloader
         self._train_loop = train_cfg
@@ -149,7 +137,14 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
         self.seed = set_random_seed(**self._randomness_cfg)
         self.deterministic = bool(self._randomness_cfg.get('deterministic', False))
 
-        self._claim_work_dir()  # locks it (a busy one is refused) and sets timestamp, log_dir
+        if self.rank == 0:  # the one writer makes it and locks it for this run (work_dir.py)
+            self._work_dir_lock = hold_work_dir(self, make_work_dir(self.work_dir))
+        self.timestamp = stamp = self._shared_timestamp()
+        if not self.distributed:  # a run started in the same second has its own logs (_2...)
+            self.timestamp = first_free(stamp, lambda t: osp.exists(osp.join(self.work_dir, t)))
+        self._log_dir = osp.join(self.work_dir, self.timestamp)
+        if self.rank == 0:
+            os.makedirs(self._log_dir, exist_ok=True)
         if experiment_name is not None:
             self._experiment_name = f'{experiment_name}_{self.timestamp}'
         elif self.cfg.filename is not None:
@@ -287,7 +282,8 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
     # ------------------------------------------------------------------ environment
     def setup_env(self, env_cfg: dict) -> None:
         """Start the process group for a launcher other than 'none'; ``env_cfg.cudnn_benchmark``.
-        (``env_cfg.mp_cfg`` is accepted and not applied: see "Left out" in tutorials/engineering.md.)"""
+        (``env_cfg.mp_cfg`` is accepted and not applied: see "Left out" in
+        tutorials/engineering.md.)"""
         if self.launcher not in ('none', 'pytorch', 'slurm', 'mpi'):
             raise ValueError(f'launcher={self.launcher!r}: must be none, pytorch, slurm or mpi')
         if env_cfg.get('cudnn_benchmark'):
@@ -334,11 +330,11 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
 
     def val(self) -> dict:
         """Run validation alone (``before_run``, load weights, the val loop, ``after_run``)."""
-        return self._evaluate('val')
+        return self._evaluate('val', self._val_loop)
 
     def test(self) -> dict:
         """Run testing alone (``before_run``, load weights, the test loop, ``after_run``)."""
-        return self._evaluate('test')
+        return self._evaluate('test', self._test_loop)
 
     def _init_model_weights(self) -> None:
         """Call the model's ``init_weights`` if it has one (before any checkpoint is loaded)."""
@@ -349,18 +345,17 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
                 from ..model.fully_sharded import broadcast_whole_tensors
                 broadcast_whole_tensors(model.state_dict().values())
 
-    def _evaluate(self, mode: str) -> dict:
-        loop = getattr(self, f'_{mode}_loop')
+    def _evaluate(self, mode: str, loop: Union[BaseLoop, dict, None]) -> dict:
         if loop is None:
             raise RuntimeError(f'`self._{mode}_loop` should not be None when calling {mode} '
                                f'method: the runner has no {mode}_dataloader, {mode}_cfg and '
                                f'{mode}_evaluator')
         with self._closing_on_failure():
-            setattr(self, f'_{mode}_loop', self._build_eval_loop(loop, mode))
+            loop = self.val_loop if mode == 'val' else self.test_loop  # built on first read
             self.call_hook('before_run')
             with self._loading(mode):  # a checkpoint to evaluate must fit the model whole
                 self.load_or_resume()
-            metrics = getattr(self, f'_{mode}_loop').run()
+            metrics = loop.run()
             self._after_run()
         return metrics
 

@@ -9,8 +9,7 @@ Left out: the rest of ``mmengine.utils`` (``Timer``, ``track_*_progress``, most 
 package helpers).
 """
 from .manager import ManagerMixin
-from .misc import (import_object, is_list_of, is_method_overridden, is_seq_of, is_str,
-                   is_tuple_of)
+from .misc import import_object, is_list_of, is_method_overridden, is_seq_of, is_str, is_tuple_of
 from .path import check_file_exist, is_filepath, mkdir_or_exist, scandir
 from .progressbar import ProgressBar
 from .version_utils import digit_version

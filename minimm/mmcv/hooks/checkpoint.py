@@ -41,11 +41,16 @@ class CheckpointHook(Hook):
     dataflow = {'before_run': '', 'after_train_epoch after_train_iter':
                 'model optimizer -> file:*.pth(rank0) meta:last_ckpt'}
 
+    checked_in_init = ('interval',)  # 0: the config check asks this constructor (values.py)
+
     def __init__(self, interval: int = -1, by_epoch: bool = True, save_optimizer: bool = True,
                  out_dir: Optional[str] = None, max_keep_ckpts: int = -1, save_last: bool = True,
                  sync_buffer: bool = False, file_client_args: Optional[dict] = None, **kwargs):
         if file_client_args is not None:
             raise ValueError('file_client_args is not supported: minimm saves to local disk')
+        if interval == 0:  # MMCV takes it and never saves a periodic checkpoint
+            raise ValueError('interval=0: must not be 0 (an interval of 0 would mean never; -1 '
+                             'saves no periodic checkpoint)')
         self.interval = interval
         self.by_epoch = by_epoch
         self.save_optimizer = save_optimizer

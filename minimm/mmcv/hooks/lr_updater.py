@@ -9,11 +9,13 @@ iterations otherwise. The two cyclic policies are in ``lr_updater_cyclic.py``. E
 """
 from itertools import accumulate
 
-from .hook import HOOKS
 # format_param is not used here: it is imported for code that imports it from MMCV's lr_updater.
+from minimm.param_groups import format_param  # noqa: F401
+
+from .hook import HOOKS
 from .schedule import (annealing_cos, annealing_end, annealing_linear,  # noqa: F401
-                       check_exactly_one, check_fraction, check_step, format_param,
-                       get_position_from_periods, progress, stepped)
+                       check_exactly_one, check_fraction, check_step, get_position_from_periods,
+                       progress, stepped)
 from .updater import LrUpdaterHook
 
 

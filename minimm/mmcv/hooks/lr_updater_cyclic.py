@@ -8,9 +8,11 @@ MMCV defines them in its ``lr_updater`` module, and ``lr_updater.py`` imports th
 """
 import numbers
 
+from minimm.param_groups import format_param
+
 from .hook import HOOKS
-from .schedule import (anneal_func, check_fraction, check_target_ratio, cyclic_phases,
-                       cyclic_value, format_param, one_cycle_ends, one_cycle_position)
+from .schedule import (anneal_func, check_fraction, check_target_ratio, cyclic_phases, cyclic_value,
+                       one_cycle_ends, one_cycle_position)
 from .updater import LrUpdaterHook
 
 

@@ -62,5 +62,5 @@ class LinearAnnealingMomentumUpdaterHook(MomentumUpdaterHook):
 
 # Imported after this file's policies so that HOOKS lists them first (tutorial 2 prints that
 # order). Not a cycle: momentum_updater_cyclic.py imports only updater.py and schedule.py.
-from .momentum_updater_cyclic import (CyclicMomentumUpdaterHook,  # noqa: E402,F401
-                                      OneCycleMomentumUpdaterHook)
+from .momentum_updater_cyclic import CyclicMomentumUpdaterHook  # noqa: E402,F401
+from .momentum_updater_cyclic import OneCycleMomentumUpdaterHook

@@ -4,10 +4,11 @@ while the lr climbs, and climbs back while the lr falls. Both work per iteration
 MMCV defines them in its ``momentum_updater`` module, and ``momentum_updater.py`` imports them
 from here.
 """
+from minimm.param_groups import format_param
+
 from .hook import HOOKS
-from .schedule import (anneal_func, check_fraction, check_target_ratio, cyclic_phases,
-                       cyclic_value, for_each_group, format_param, named_optimizers,
-                       one_cycle_ends, one_cycle_position)
+from .schedule import (anneal_func, check_fraction, check_target_ratio, cyclic_phases, cyclic_value,
+                       for_each_group, named_optimizers, one_cycle_ends, one_cycle_position)
 from .updater import MomentumUpdaterHook
 
 

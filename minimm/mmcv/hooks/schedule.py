@@ -1,12 +1,12 @@
 """The arithmetic that MMCV 1.x's lr and momentum updater hooks share, as plain functions: the
-annealing curves, the warm-up factor, how far a run has got, and one value per param group.
+annealing curves, the warm-up factor, how far a run has got (one value per param group,
+``format_param``, is on the shared floor: ``minimm/param_groups.py``).
 
 MMCV exposes ``annealing_cos``, ``annealing_linear``, ``format_param`` and
 ``get_position_from_periods`` from ``mmcv.runner.hooks.lr_updater``; ``lr_updater.py`` re-exports
-them from here. The peer tests compare some lr values exactly, so each formula keeps MMCV's order of
+them. The peer tests compare some lr values exactly, so each formula keeps MMCV's order of
 floating-point operations.
 """
-import numbers
 from math import cos, pi
 
 
@@ -141,21 +141,6 @@ def named_optimizers(optimizer):
     if isinstance(optimizer, dict):
         return list(optimizer.items())
     return [(type(optimizer).__name__, optimizer)]
-
-
-def format_param(name, optim, param):
-    """One value per param group of ``optim``: a number is repeated, a list or tuple must have one
-    per group already, and a dict holds such a list under each optimizer's ``name``."""
-    count = len(optim.param_groups)
-    if isinstance(param, numbers.Number):
-        return [param] * count
-    if isinstance(param, (list, tuple)):
-        if len(param) != count:
-            raise ValueError(f'expected {count} values for {name}, got {len(param)}')
-        return param
-    if name not in param:
-        raise KeyError(f'{name} is not found in {param.keys()}')
-    return param[name]
 
 
 # ---- the two cyclic families: a run split into phases, each annealing between two ratios ----

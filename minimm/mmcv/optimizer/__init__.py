@@ -1,8 +1,7 @@
 """MMCV 1.x's optimizer building: ``OPTIMIZERS`` (every ``torch.optim`` class), the constructor
 registry ``OPTIMIZER_BUILDERS`` and ``DefaultOptimizerConstructor`` (per-parameter lr and weight
 decay from ``paramwise_cfg``)."""
-from .builder import (OPTIMIZER_BUILDERS, OPTIMIZERS, build_optimizer,
-                      build_optimizer_constructor)
+from .builder import OPTIMIZER_BUILDERS, OPTIMIZERS, build_optimizer, build_optimizer_constructor
 from .default_constructor import DefaultOptimizerConstructor
 
 __all__ = [

@@ -3,9 +3,9 @@ from .builder import build_param_scheduler
 from .cosine import CosineAnnealingParamScheduler, CosineRestartParamScheduler
 from .decay import (ExponentialParamScheduler, MultiStepParamScheduler, PolyParamScheduler,
                     StepParamScheduler)
-from .lr_scheduler import (ConstantLR, CosineAnnealingLR, CosineRestartLR, ExponentialLR,
-                           LinearLR, LRSchedulerMixin, MultiStepLR, OneCycleLR, PolyLR,
-                           ReduceOnPlateauLR, StepLR)
+from .lr_scheduler import (ConstantLR, CosineAnnealingLR, CosineRestartLR, ExponentialLR, LinearLR,
+                           LRSchedulerMixin, MultiStepLR, OneCycleLR, PolyLR, ReduceOnPlateauLR,
+                           StepLR)
 from .momentum_scheduler import (ConstantMomentum, CosineAnnealingMomentum, CosineRestartMomentum,
                                  ExponentialMomentum, LinearMomentum, MomentumSchedulerMixin,
                                  MultiStepMomentum, PolyMomentum, ReduceOnPlateauMomentum,

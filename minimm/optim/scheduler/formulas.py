@@ -5,8 +5,7 @@ The MMCV 1.x updater hooks have their own, with MMCV's names (``minimm/mmcv/hook
 the two worlds' formulas give the same numbers, but each world keeps its original's names.
 """
 import math
-import numbers
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple
 
 
 def annealing_cos(start: float, end: float, factor: float, weight: float = 1.) -> float:
@@ -73,20 +72,3 @@ def one_cycle_phase_ends(pct_start: float, total_steps: int, three_phase: bool) 
     if three_phase:
         return [climb_end, float(2 * pct_start * total_steps) - 2, total_steps - 1]
     return [climb_end, total_steps - 1]
-
-
-def format_param(name: str, optimizer, param: Union[float, Sequence[float], dict]) -> List[float]:
-    """One value per parameter group of ``optimizer``: a number is repeated, a list/tuple must have
-    one value per group, and a dict maps an optimizer's ``name`` to its value(s) (MMCV's form for
-    a dict of optimizers)."""
-    n = len(optimizer.param_groups)
-    if isinstance(param, numbers.Number):
-        return [param] * n
-    if isinstance(param, (list, tuple)):
-        if len(param) != n:
-            raise ValueError(f'expected {n} values for {name}, got {len(param)}')
-        return list(param)
-    if name not in param:
-        raise KeyError(f'{name} is not found in {param.keys()}')
-    return format_param(name, optimizer, param[name])
-

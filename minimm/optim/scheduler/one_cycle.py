@@ -12,9 +12,9 @@ Its ``state_dict()`` holds ``anneal_strategy`` (the string) where MMEngine's hol
 """
 from typing import List, Optional, Sequence, Union
 
+from ...param_groups import format_param
 from ...registry import PARAM_SCHEDULERS
-from .formulas import (ANNEAL_FUNCS, check_anneal_strategy, format_param, one_cycle_phase,
-                       one_cycle_phase_ends)
+from .formulas import ANNEAL_FUNCS, check_anneal_strategy, one_cycle_phase, one_cycle_phase_ends
 from .param_scheduler import INF, OptimizerType, _ParamScheduler
 
 

@@ -61,8 +61,8 @@ def mmcv_rows() -> List[HookRow]:
     from torch.utils.data import DataLoader
 
     from ...mmcv import EpochBasedRunner, EvalHook
-    from ..lr import _NoOpModel
-    model = _NoOpModel()
+    from ..lr import NoOpModel
+    model = NoOpModel()
     runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
                               logger=logging.getLogger('minimm.plot.figures'), max_epochs=1)
     runner.register_training_hooks(

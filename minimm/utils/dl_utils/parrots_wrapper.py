@@ -8,8 +8,7 @@ import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.conv import _ConvNd, _ConvTransposeMixin
 from torch.nn.modules.instancenorm import _InstanceNorm
-from torch.nn.modules.pooling import (_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _AvgPoolNd,
-                                      _MaxPoolNd)
+from torch.nn.modules.pooling import _AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _AvgPoolNd, _MaxPoolNd
 
 TORCH_VERSION = torch.__version__
 
