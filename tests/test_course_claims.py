@@ -23,6 +23,8 @@ from typing import Dict, NamedTuple, Optional
 
 import pytest
 
+from course_claims_preludes import MODEL, TINY_RUN
+
 # The EMAHook claim runs minimm's EMA, whose update is an op of either backend.
 pytestmark = pytest.mark.ops_backend
 
@@ -41,58 +43,6 @@ class Claim(NamedTuple):
     minimm: Optional[str] = None
     expected_minimm: object = None
 
-
-# A model that is never trained: the Runner needs one to be built.
-MODEL = """
-class M(BaseModel):
-    def forward(self, inputs=None, data_samples=None, mode='tensor'):
-        return inputs
-"""
-
-# A short training on a one-layer model: 12 iterations an epoch, a metric that counts samples, a
-# work dir and an experiment name of its own (MMEngine shares a MessageHub between Runners of one
-# name, and the name is the time to the second).
-TINY_RUN = """
-import tempfile
-import uuid
-import torch
-from torch.utils.data import DataLoader
-from mmengine.evaluator import BaseMetric
-from mmengine.hooks import Hook
-from mmengine.model import BaseModel
-from mmengine.runner import Runner
-
-
-class Net(BaseModel):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(2, 2)
-
-    def forward(self, inputs, data_samples=None, mode='tensor'):
-        out = self.fc(inputs)
-        return dict(loss=out.pow(2).mean()) if mode == 'loss' else list(out)
-
-
-class Count(BaseMetric):
-    def process(self, data_batch, data_samples):
-        self.results.append(len(data_samples))
-
-    def compute_metrics(self, results):
-        return dict(n=sum(results))
-
-
-DATA = [dict(inputs=torch.ones(2), data_samples=torch.tensor(0)) for _ in range(24)]
-
-
-def tiny_run(hooks=(), train_cfg=dict(by_epoch=True, max_epochs=2), train=True, **kwargs):
-    runner = Runner(model=Net(), work_dir=tempfile.mkdtemp(), experiment_name=uuid.uuid4().hex,
-                    train_dataloader=DataLoader(DATA, batch_size=2), train_cfg=train_cfg,
-                    optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)),
-                    custom_hooks=list(hooks), **kwargs)
-    if train:
-        runner.train()
-    return runner
-"""
 
 CLAIMS: Dict[str, Claim] = {
     # First: it is about what an import has not done yet, and the snippets share one interpreter.
@@ -330,6 +280,52 @@ result = [os.path.exists(os.path.join(runner.work_dir, 'on_rank_1.pth')),
           any('written_on_rank_1' in open(path).read() for path in scalars)]
 """, [False, False],
         SAME_CODE, [False, False]),
+    'MMEngine asks for FSDP two ways, on FSDP1': Claim(
+        '14_several_processes.md', "with `model_wrapper_cfg=dict(type='MMFullyShardedDataParallel', "
+        "...)` in the config, or `runner_type='FlexibleRunner'` with `strategy=dict(type="
+        "'FSDPStrategy', ...)`, on torch's FSDP1",
+        """
+import mmengine.runner  # registers the wrappers, runners and strategies
+from torch.distributed.fsdp import FullyShardedDataParallel
+from mmengine.registry import MODEL_WRAPPERS, RUNNERS, STRATEGIES
+result = [issubclass(MODEL_WRAPPERS.get('MMFullyShardedDataParallel'), FullyShardedDataParallel),
+          RUNNERS.get('FlexibleRunner').__name__, STRATEGIES.get('FSDPStrategy').__name__]
+""", [True, 'FlexibleRunner', 'FSDPStrategy'],
+        """
+from torch.distributed.fsdp import FullyShardedDataParallel
+from minimm.registry import MODEL_WRAPPERS, RUNNERS, STRATEGIES
+result = [issubclass(MODEL_WRAPPERS.get('MMFullyShardedDataParallel'), FullyShardedDataParallel),
+          RUNNERS.get('FlexibleRunner').__name__, STRATEGIES.get('FSDPStrategy').__name__]
+""", [False, 'FlexibleRunner', 'FSDPStrategy']),
+    # Last: it starts (and ends) a one-process gloo group in the interpreter the snippets share.
+    'an EMA of an FSDP2 model deep-copies it': Claim(
+        '14_several_processes.md', "(MMEngine's and torch's EMAs deep-copy the model, which FSDP2 "
+        "refuses)",
+        """
+import os
+import socket
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.optim.swa_utils import AveragedModel
+from mmengine.model import ExponentialMovingAverage
+with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+dist.init_process_group('gloo', rank=0, world_size=1)
+model = fully_shard(torch.nn.Linear(4, 4), mesh=init_device_mesh('cpu', (1, )))
+result = []
+for average in (ExponentialMovingAverage, AveragedModel):
+    try:
+        result.append(type(average(model).module.weight).__name__)
+    except Exception as e:
+        result.append(str(e))
+dist.destroy_process_group()
+""", ['FSDP does not support deepcopy. Please use state dict for serialization.'] * 2,
+        SAME_CODE, ['DTensor', 'FSDP does not support deepcopy. Please use state dict for '
+                               'serialization.']),
 }
 
 
