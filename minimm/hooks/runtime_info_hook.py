@@ -113,9 +113,11 @@ class RuntimeInfoHook(Hook):
         self._record_metrics(runner, 'val', metrics)
 
     def after_val(self, runner) -> None:
-        if self.last_loop_stage == 'train':
-            runner.message_hub.update_info('loop_stage', self.last_loop_stage)
-            self.last_loop_stage = None
+        # Inside training, the stage goes back to 'train'; after runner.val() alone, no stage is
+        # left to name.
+        was_training, self.last_loop_stage = self.last_loop_stage == 'train', None
+        if was_training:
+            runner.message_hub.update_info('loop_stage', 'train')
         else:
             runner.message_hub.pop_info('loop_stage')
 

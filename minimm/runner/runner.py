@@ -257,17 +257,20 @@ class Runner(HookDispatchMixin, BuildMixin, CheckpointMixin):
             self._test_loop = self.build_test_loop(self._test_loop)
         return self._test_loop
 
-    # MMEngine's shortcuts to an attribute of a loop (which reading them builds, if need be).
+    # MMEngine's shortcuts to a loop's attribute (reading builds the loop): API that hooks read.
     @property
     def train_dataloader(self):
+        """The train loop's DataLoader."""
         return self.train_loop.dataloader
 
     @property
     def val_dataloader(self):
+        """The val loop's DataLoader."""
         return self.val_loop.dataloader
 
     @property
     def test_dataloader(self):
+        """The test loop's DataLoader."""
         return self.test_loop.dataloader
 
     @property

@@ -44,7 +44,8 @@ class Hook:
     def after_iter(self, runner):
         pass
 
-    # -- the stages the runners call; each passes on to its generic method -------------------
+    # -- the stages the runners call; each passes on to its generic method (the names and the
+    #    funnels are MMCV's API: a hook overrides either level) --------------------------------
     def before_train_epoch(self, runner):
         self.before_epoch(runner)
 
