@@ -23,7 +23,8 @@ and 4, on ResNet-50's fp32 tensors): K averaged copies of one model updated by o
 against K single plans (K passes), timed in alternation; the bytes alone allow (4 + 8K) / 12K of
 the time: 0.83x for K = 2, 0.75x for K = 4.
 
-Then the sharded rows (``--shards``, default N = 1, 2 and 4 processes, on the first workload):
+Then, when ``resnet50`` is among the workloads, the sharded rows (``--shards``, default N = 1, 2
+and 4 processes, on ResNet-50's list):
 the step of a model sharded with FSDP2 on each rank's own shard, against the bandwidth limit of
 the bytes that rank holds, and the EMA memory per rank (:mod:`minimm.bench.ema_shards`).
 
@@ -158,7 +159,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
                         default=[2, 4], help='multi-EMA rows (with the resnet50 workload): numbers '
                                              "of copies K (default 2,4; '' for none)")
     parser.add_argument('--shards', type=lambda text: [int(n) for n in text.split(',') if n],
-                        default=[1, 2, 4], help='sharded rows: numbers of gloo processes N '
+                        default=[1, 2, 4], help='sharded rows (with the resnet50 workload): '
+                                                'numbers of gloo processes N '
                                                 "(default 1,2,4; '' for none)")
     add_output_options(parser)
     args = parser.parse_args(argv)
@@ -182,7 +184,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     if copies and not args.json:
         print_copies(copies)
     rows += copies
-    shards = [shard_row(args.workloads[0], n, args.rounds or 20) for n in args.shards]
+    shards = [shard_row('resnet50', n, args.rounds or 20)
+              for n in (args.shards if 'resnet50' in args.workloads else ())]
     if shards and not args.json:
         print_shards(shards)
     rows += shards
