@@ -51,7 +51,6 @@ import os.path as osp
 import pickle
 import re
 import shutil
-import sys
 import warnings
 from typing import Callable, Dict, Iterable, Optional
 
@@ -60,6 +59,7 @@ import torch
 from .checkpoint import (CheckpointError, UntrustedCheckpointError, load_checkpoint_file,
                          save_checkpoint, unwrap_model)
 from .dist import barrier, is_main_process
+from .dist.utils import is_dtensor
 from .plain_data import to_plain_data
 
 PLAIN_PART = 'checkpoint.pth'
@@ -67,16 +67,14 @@ LAYOUT = 'shard_layout'  # in a whole file's meta: the entries that were shards,
 MARKER = '__shard__'  # the key that makes a dict a marker: its value is the key in the DCP part
 
 
-def _dtensor_class():
-    """DTensor, or None while its package is not loaded (then no tensor can be one)."""
-    module = sys.modules.get('torch.distributed.tensor')
-    return None if module is None else module.DTensor
-
-
 def is_sharded(model: torch.nn.Module) -> bool:
     """Whether ``model`` has sharded (DTensor) parameters, so its checkpoints are sharded."""
-    dtensor = _dtensor_class()
-    return dtensor is not None and any(isinstance(p, dtensor) for p in model.parameters())
+    return any(is_dtensor(p) for p in model.parameters())
+
+
+def _mesh_of(model: torch.nn.Module):
+    """The device mesh a sharded ``model``'s parameters are spread over."""
+    return next(p.device_mesh for p in model.parameters() if is_dtensor(p))
 
 
 def saves_whole_files(runner) -> bool:
@@ -114,8 +112,7 @@ def _placements(words: list) -> list:
 
 
 def _shard_or_marker(value) -> bool:
-    dtensor = _dtensor_class()
-    return (dtensor is not None and isinstance(value, dtensor)) or isinstance(value, dict)
+    return is_dtensor(value) or isinstance(value, dict)
 
 
 def _map(value, key: str, fn: Callable, is_leaf: Callable = _shard_or_marker):
@@ -301,8 +298,7 @@ def load_sharded_checkpoint(path: str, model: torch.nn.Module, trusted: bool = F
     reads only its own part of it, whatever the number of processes that wrote it. Every rank
     calls it."""
     from torch.distributed.tensor import empty as empty_dtensor
-    dtensor = _dtensor_class()
-    mesh = next(p.device_mesh for p in model.parameters() if isinstance(p, dtensor))
+    mesh = _mesh_of(model)
     plain = load_checkpoint_file(osp.join(path, PLAIN_PART), 'cpu', trusted)
 
     def make(marker):
@@ -321,9 +317,8 @@ def shard_like(state_dict: dict, model: torch.nn.Module, revise_keys=()) -> dict
     like it; each rank keeps its own rows of the whole tensor it read, with no communication.
     Keys are matched after ``revise_keys``, as the load will rename them."""
     from torch.distributed.tensor import distribute_tensor
-    dtensor = _dtensor_class()
     live = {key: value for key, value in unwrap_model(model).state_dict().items()
-            if isinstance(value, dtensor)}
+            if is_dtensor(value)}
     laid_out = type(state_dict)()
     for key, value in state_dict.items():
         name = key
@@ -357,8 +352,7 @@ def shard_whole(checkpoint: dict, model: torch.nn.Module, filename: str, revise_
         if 'state_dict' in checkpoint:
             checkpoint['state_dict'] = shard_like(checkpoint['state_dict'], model, revise_keys)
         return checkpoint
-    dtensor = _dtensor_class()
-    mesh = next(p.device_mesh for p in model.parameters() if isinstance(p, dtensor))
+    mesh = _mesh_of(model)
 
     def place(key, tensor):
         if key not in layout:

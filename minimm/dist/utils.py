@@ -8,6 +8,7 @@ Left out compared with MMEngine: process groups other than the default one, ``ge
 launchers and device helpers.
 """
 import functools
+import sys
 from typing import Callable, Tuple
 
 import torch.distributed as torch_dist
@@ -54,3 +55,10 @@ def barrier() -> None:
     """Wait for all ranks; a no-op when not distributed."""
     if is_distributed():
         torch_dist.barrier()
+
+
+def is_dtensor(value) -> bool:
+    """Whether ``value`` is a DTensor (a sharded model's parameter: each rank holds its own piece).
+    DTensor's package is asked only once something loaded it: before that, no tensor is one."""
+    module = sys.modules.get('torch.distributed.tensor')
+    return module is not None and isinstance(value, module.DTensor)

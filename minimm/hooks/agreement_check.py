@@ -21,6 +21,7 @@ from ..checkpoint import unwrap_model
 from ..dataflow import declared_flows
 from ..dist import get_world_size
 from ..dist.agreement import disagreements
+from ..dist.utils import is_dtensor
 
 AGREEMENT_CHECKS = ('warn', 'error', 'off')
 
@@ -67,7 +68,7 @@ def replicated_tensors(runner, with_buffers: bool) -> List[Tuple[str, Tensor]]:
         for param_id, state in sorted(optimizer.state_dict()['state'].items()):
             named += [(f'optimizer.state.{param_id}.{key}', value)
                       for key, value in sorted(state.items()) if isinstance(value, Tensor)]
-    return [(name, t) for name, t in named if type(t).__name__ != 'DTensor']
+    return [(name, t) for name, t in named if not is_dtensor(t)]
 
 
 def check_agreement(runner, mode: str, saver, stage: str) -> None:

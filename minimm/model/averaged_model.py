@@ -54,7 +54,6 @@ buffer), so ``load_state_dict`` copies into them in place as usual.
 import itertools
 import math
 import numbers
-import sys
 import warnings
 from typing import Dict, Optional
 
@@ -62,6 +61,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from minimm.dist.utils import is_dtensor
 from minimm.ops import (DEFAULT_MOMENTUM, AveragingRecord, EMATarget, FusedAveraging,
                         averaging_weight, ema_update_ref, first_names)
 from minimm.registry import MODELS
@@ -395,8 +395,5 @@ def plan_record(averaged, model: nn.Module) -> AveragingRecord:
 def _shards(tensors):
     """Each tensor, or this rank's shard of it when it is a DTensor (a sharded model's
     parameter, whose averaged copy is a DTensor with the same placements): the plan updates the
-    local shards, with no gather. DTensor's package is looked at only when it is loaded."""
-    dtensor = sys.modules.get('torch.distributed.tensor')
-    if dtensor is None:
-        return tensors
-    return [t.to_local() if isinstance(t, dtensor.DTensor) else t for t in tensors]
+    local shards, with no gather."""
+    return [t.to_local() if is_dtensor(t) else t for t in tensors]

@@ -26,7 +26,6 @@ Different from MMEngine: built on FSDP2, not FSDP1 (no flat parameters; ``state_
 DTensors); ``param_init_fn`` and the hybrid strategies are refused (fsdp_options.py says what to
 write instead).
 """
-import sys
 from typing import Dict, Union
 
 import torch
@@ -34,6 +33,7 @@ import torch.distributed as torch_dist
 from torch import nn
 
 from ..dist import broadcast
+from ..dist.utils import is_dtensor
 from ..registry import MODEL_WRAPPERS
 from .fsdp_options import fully_shard_arguments, modules_to_shard, wrap_policy
 
@@ -58,9 +58,8 @@ def _mesh(device_type: str, process_group):
 def broadcast_whole_tensors(tensors) -> None:
     """Broadcast rank 0's value of each tensor every rank holds whole; a DTensor (a sharded
     parameter) holds each rank's own rows and is left alone."""
-    dtensor = sys.modules.get('torch.distributed.tensor')  # loaded where a DTensor exists
     for tensor in tensors:
-        if dtensor is None or not isinstance(tensor, dtensor.DTensor):
+        if not is_dtensor(tensor):
             broadcast(tensor)
 
 
