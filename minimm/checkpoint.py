@@ -38,6 +38,7 @@ import torch.nn as nn
 from torch.nn.modules.module import _IncompatibleKeys
 
 from . import mmengine_pickle
+from .dist.utils import is_dtensor
 from .plain_data import to_plain_data
 
 
@@ -251,7 +252,7 @@ def weights_to_cpu(state_dict: dict) -> OrderedDict:
     """A copy of ``state_dict`` with every tensor on the CPU (so a GPU run's file loads anywhere),
     keeping its ``_metadata`` (the module versions). A shard of a sharded model (a ``DTensor``)
     stays where it is: ``minimm/sharded_checkpoint.py`` writes it, each rank its own."""
-    cpu = OrderedDict((k, v.detach() if type(v).__name__ == 'DTensor' else v.detach().cpu())
+    cpu = OrderedDict((k, v.detach() if is_dtensor(v) else v.detach().cpu())
                       for k, v in state_dict.items())
     cpu._metadata = getattr(state_dict, '_metadata', OrderedDict())
     return cpu

@@ -139,14 +139,15 @@ class CheckpointMixin:
         """Load weights only, from a path or URL. ``after_load_checkpoint`` runs before the
         weights are applied, so hooks may rewrite the checkpoint (EMAHook does).
         ``trusted=True`` allows a file that needs arbitrary unpickling."""
-        if is_sharded(self.model) and osp.isdir(filename):  # each rank reads its own shards
+        sharded = is_sharded(self.model)
+        if sharded and osp.isdir(filename):  # each rank reads its own shards
             checkpoint = load_sharded_checkpoint(filename, self.model, trusted=trusted)
         else:  # "Loads checkpoint by ... backend" goes to stdout (no logger, as in MMEngine)
             checkpoint = _load_checkpoint(filename, map_location, trusted=trusted)
         if 'state_dict' not in checkpoint and checkpoint and all(
                 isinstance(value, torch.Tensor) for value in checkpoint.values()):
             checkpoint = dict(state_dict=checkpoint)  # a bare state dict: hooks read the key
-        if is_sharded(self.model) and not osp.isdir(filename):  # a whole file, for shards
+        if sharded and not osp.isdir(filename):  # a whole file, for shards
             checkpoint = shard_whole(checkpoint, self.model, filename, revise_keys,
                                      resuming=self._loading_for == 'resume')
         # Loading to train (load_from) may fine-tune: a head of another shape is then skipped,
