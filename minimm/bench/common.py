@@ -12,6 +12,7 @@ Timing alternates the methods in one process and takes medians, so drifts of the
 all methods alike; on a GPU every call is timed between two synchronisations.
 """
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -140,3 +141,18 @@ def unreliable(device: torch.device) -> str:
         return ''
     return (f'NOTE: {" and ".join(reasons)}: the times below are noisy and the ratios may be off '
             'by a wide margin; rerun on an idle machine with more cores before relying on them')
+
+
+@contextlib.contextmanager
+def local_gloo_group(rank: int, world_size: int, port: int):
+    """This process as rank ``rank`` of a gloo group on this machine (the benches' spawned
+    workers), left when the block ends; one thread each, since the ranks share the cores."""
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    dist.init_process_group('gloo', rank=rank, world_size=world_size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

@@ -24,7 +24,7 @@ from typing import List
 import torch
 from torch import nn
 
-from .common import WORKLOADS, median_times
+from .common import WORKLOADS, local_gloo_group, median_times
 
 
 def measure(name: str, rounds: int) -> dict:
@@ -57,19 +57,13 @@ def measure(name: str, rounds: int) -> dict:
 
 def _worker(rank: int, world_size: int, port: int, name: str, rounds: int, out: str) -> None:
     import torch.distributed as torch_dist
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
-    torch_dist.init_process_group('gloo')
-    try:
+    with local_gloo_group(rank, world_size, port):
         result = measure(name, rounds)
         gathered = [None] * world_size
         torch_dist.all_gather_object(gathered, result)
         if rank == 0:
             with open(out, 'w') as f:
                 json.dump(gathered, f)
-    finally:
-        torch_dist.destroy_process_group()
 
 
 def shard_row(name: str, world_size: int, rounds: int) -> dict:

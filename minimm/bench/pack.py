@@ -18,7 +18,6 @@ already-packed flat tensors (the floor: the collectives alone).
 """
 import argparse
 import json
-import os
 from typing import Callable, Dict, List, Optional
 
 import torch
@@ -27,7 +26,8 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from minimm.dist import free_port
 from minimm.ops import PackPlan
 
-from .common import WORKLOADS, add_output_options, median_times, print_table, start
+from .common import (WORKLOADS, add_output_options, local_gloo_group, median_times, print_table,
+                     start)
 
 
 def resnet50_bn_buffers(device: torch.device) -> List[torch.Tensor]:
@@ -100,10 +100,7 @@ def bench_workload(name: str, device: torch.device, rounds: int, scale: float) -
 
 def _dist_worker(rank: int, world_size: int, port: int, rounds: int, results: dict) -> None:
     import torch.distributed as dist
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
-    torch.set_num_threads(1)  # two processes share the machine's cores
-    dist.init_process_group('gloo', rank=rank, world_size=world_size)
-    try:
+    with local_gloo_group(rank, world_size, port):
         device = torch.device('cpu')
         buffers = resnet50_bn_buffers(device)
         plan = PackPlan(buffers)
@@ -127,8 +124,6 @@ def _dist_worker(rank: int, world_size: int, port: int, rounds: int, results: di
         times = median_times(methods, rounds, device)
         if rank == 0:
             results.update(times)
-    finally:
-        dist.destroy_process_group()
 
 
 def bench_dist(rounds: int) -> List[dict]:
